@@ -1,0 +1,228 @@
+"""The ``refmnn`` command line: run, info, demo, bench.
+
+This is the only module that reads the environment or prints for the user. Every refmnn error
+is printed as one ``error:`` line (plus its notes) with exit status 2; nothing prints a traceback
+unless ``--traceback`` is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from refmnn.errors import RefmnnError, UsageError
+
+
+def _parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    name, _, dims = text.partition("=")
+    if not name or not dims:
+        raise UsageError(f"--shape expects NAME=D1,D2,...; got {text!r}")
+    try:
+        shape = tuple(int(d) for d in dims.split(",") if d.strip())
+    except ValueError:
+        raise UsageError(f"--shape {text!r}: dims must be integers") from None
+    return name, shape
+
+
+def _parse_input(text: str) -> tuple[str, Path]:
+    name, _, path = text.partition("=")
+    if not name or not path:
+        raise UsageError(f"--input expects NAME=FILE.npy; got {text!r}")
+    return name, Path(path)
+
+
+def random_feeds(inputs: Sequence[Any], shapes: dict[str, tuple[int, ...]], seed: int) -> dict[str, np.ndarray]:
+    """Seeded random arrays for the given declared inputs, shapes from the model or --shape.
+
+    Floats are standard normal, integers uniform in [0, 10), booleans fair coins. A symbolic
+    dim without a --shape is an error that names it.
+    """
+    from refmnn.graph import TensorType
+
+    rng = np.random.default_rng(seed)
+    feeds: dict[str, np.ndarray] = {}
+    for value in inputs:
+        kind = value.type
+        if not isinstance(kind, TensorType) or kind.dtype is None:
+            raise UsageError(f"input {value.name!r} is not a tensor of known type; give it with --input")
+        shape = shapes.get(value.name)
+        if shape is None:
+            if kind.shape is None:
+                raise UsageError(f"input {value.name!r} has unknown rank; give --shape {value.name}=...")
+            symbolic = [d for d in kind.shape if not isinstance(d, int)]
+            if symbolic:
+                raise UsageError(f"input {value.name!r} has symbolic dim(s) {symbolic} "
+                                 f"(declared {kind}); give --shape {value.name}=D1,D2,...")
+            shape = tuple(int(d) for d in kind.shape)  # type: ignore[arg-type]
+        dtype = kind.dtype.numpy
+        if kind.dtype.is_float:
+            feeds[value.name] = rng.standard_normal(shape).astype(dtype)
+        elif dtype == np.bool_:
+            feeds[value.name] = rng.integers(0, 2, shape).astype(np.bool_)
+        elif kind.dtype.is_integer:
+            feeds[value.name] = rng.integers(0, 10, shape).astype(dtype)
+        else:
+            raise UsageError(f"input {value.name!r}: cannot make random {kind.dtype.name} data; "
+                             "give it with --input")
+    return feeds
+
+
+def summarize(name: str, value: Any) -> str:
+    """One line describing an output: dtype, shape and a few statistics."""
+    if isinstance(value, list):
+        return f"{name}: sequence of {len(value)} tensors"
+    if value is None:
+        return f"{name}: empty optional"
+    array = np.asarray(value)
+    head = f"{name}: {array.dtype}{list(array.shape)}"
+    if array.size == 0 or array.dtype == object:
+        return head
+    numeric = array.astype(np.float64)
+    finite = numeric[np.isfinite(numeric)]
+    stats = (f" min {finite.min():.6g} max {finite.max():.6g} mean {finite.mean():.6g}"
+             if finite.size else " (no finite values)")
+    if array.dtype.kind in "fc" or array.ndim > 0:
+        flat = array.reshape(-1)[:5]
+        stats += f" first {np.array2string(flat, precision=5, separator=', ')}"
+    return head + stats
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from refmnn.session import Session
+
+    session = Session(args.model, backends=(args.backend,))
+    shapes = dict(_parse_shape(s) for s in args.shape)
+    given = dict(_parse_input(s) for s in args.input)
+    unknown = sorted((set(given) | set(shapes)) - {v.name for v in session.inputs})
+    if unknown:
+        raise UsageError(f"unknown input name(s) {unknown}; the model's inputs are "
+                         f"{[v.name for v in session.inputs]}")
+    feeds = load_or_make_feeds(session.inputs, shapes, given, args.seed)
+    outputs = session.run(feeds)
+    for name, value in outputs.items():
+        print(summarize(name, value))
+    if args.output_dir:
+        out = Path(args.output_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        for name, value in outputs.items():
+            np.save(out / f"{_safe(name)}.npy", np.asarray(value))
+        print(f"saved {len(outputs)} output(s) to {out}")
+    return 0
+
+
+def load_or_make_feeds(inputs: Sequence[Any], shapes: dict[str, tuple[int, ...]],
+                       given: dict[str, Path], seed: int) -> dict[str, Any]:
+    """Feeds read from the given .npy files, seeded random arrays for the other inputs."""
+    feeds: dict[str, Any] = {}
+    for name, path in given.items():
+        try:
+            feeds[name] = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"--input {name}={path}: cannot read a .npy file: {exc}") from exc
+    feeds.update(random_feeds([v for v in inputs if v.name not in feeds], shapes, seed))
+    return feeds
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name) or "output"
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from refmnn.converter import load
+    from refmnn.ops import default_registry
+
+    registry = default_registry()
+    graph = load(args.model, registry)
+    print(f"model: {args.model}")
+    print(f"ir_version: {graph.ir_version}")
+    print("opsets: " + ", ".join(f"{d or 'ai.onnx'}={v}" for d, v in sorted(graph.opsets.items())))
+    print("inputs:")
+    for value in graph.inputs:
+        print(f"  {value.name}: {value.type}")
+    print("outputs:")
+    for value in graph.outputs:
+        print(f"  {value.name}: {value.type}")
+    params = sum(int(a.size) for a in graph.initializers.values())
+    print(f"parameters: {params:,} in {len(graph.initializers)} initializers")
+    histogram = Counter(node.op if not node.domain else f"{node.domain}::{node.op}"
+                        for _, node in graph.walk())
+    print(f"nodes: {sum(histogram.values())}")
+    for op_name, count in sorted(histogram.items(), key=lambda kv: (-kv[1], kv[0])):
+        print(f"  {op_name:32s} {count}")
+    missing = sorted({(node.domain, node.op, owner.opset(node.domain)) for owner, node in graph.walk()
+                      if registry.find(node.domain, node.op, owner.opset(node.domain)) is None})
+    if missing:
+        print("unsupported ops:")
+        for domain, op_name, opset in missing:
+            print(f"  {domain or 'ai.onnx'}::{op_name} (opset {opset})")
+    else:
+        print("unsupported ops: none")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from refmnn.demo import run_demo
+
+    return run_demo(args.model, cache_dir=args.cache_dir, seed=args.seed)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from refmnn.benchmark.cli import main as bench_main
+
+    return bench_main(args.bench_args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="refmnn", description=__doc__.splitlines()[0])
+    parser.add_argument("--traceback", action="store_true", help="show Python tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run a model on seeded random or given inputs")
+    run.add_argument("model")
+    run.add_argument("--backend", default="reference")
+    run.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
+    run.add_argument("--shape", action="append", default=[], metavar="NAME=D1,D2,...")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--output-dir")
+    run.set_defaults(func=cmd_run)
+
+    info = sub.add_parser("info", help="inputs, outputs, opsets, op histogram, parameters")
+    info.add_argument("model")
+    info.set_defaults(func=cmd_info)
+
+    demo = sub.add_parser("demo", help="export a zoo model, run it on every backend, compare")
+    demo.add_argument("model", nargs="?", default="resnet18")
+    demo.add_argument("--cache-dir")
+    demo.add_argument("--seed", type=int, default=0)
+    demo.set_defaults(func=cmd_demo)
+
+    bench = sub.add_parser("bench", help="benchmark refmnn against peer engines", add_help=False)
+    bench.add_argument("bench_args", nargs=argparse.REMAINDER)
+    bench.set_defaults(func=cmd_bench)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except RefmnnError as exc:
+        if args.traceback:
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        for note in getattr(exc, "__notes__", []):
+            print(f"  {note}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

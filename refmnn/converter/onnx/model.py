@@ -1,0 +1,211 @@
+"""ONNX ModelProto to a refmnn :class:`~refmnn.graph.Graph`.
+
+Steps: parse (path, bytes or ModelProto) -> validate with ``onnx.checker`` -> inline
+model-local functions, and the function bodies of ops refmnn does not define itself -> convert
+graph, subgraphs, attributes and initializers.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import onnx
+from google.protobuf.message import DecodeError
+
+from refmnn.errors import ModelError
+from refmnn.graph import Graph, Node, TensorType, Value
+from refmnn.converter.onnx.functions import inline_nodes
+from refmnn.converter.onnx.tensors import sparse_to_array, to_array, to_type
+from refmnn.ops.registry import OpRegistry
+
+Source = str | os.PathLike[str] | bytes | onnx.ModelProto
+
+
+def read_model(source: Source) -> tuple[onnx.ModelProto, str | None]:
+    """Parse a model and return it with the folder its external data is read from."""
+    if isinstance(source, onnx.ModelProto):
+        return source, None
+    if isinstance(source, bytes | bytearray | memoryview):
+        return _parse(bytes(source), "<bytes>"), None
+    path = Path(source)
+    if not path.exists():
+        raise ModelError(f"model file {str(path)!r} does not exist")
+    if path.is_dir():
+        raise ModelError(f"{str(path)!r} is a folder, not a model file")
+    return _parse(path.read_bytes(), str(path)), str(path.parent)
+
+
+def _parse(data: bytes, where: str) -> onnx.ModelProto:
+    if not data:
+        raise ModelError(f"{where}: the file is empty")
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError) as exc:
+        raise ModelError(f"{where}: not a valid ONNX model (protobuf parse failed: {exc}); "
+                         "the file may be truncated or corrupted") from exc
+    if not model.HasField("graph"):
+        raise ModelError(f"{where}: the data parsed but holds no graph; it is not an ONNX model "
+                         "or it is truncated")
+    return model
+
+
+def validate(model: onnx.ModelProto, where: str = "model", path: str | None = None) -> None:
+    """Run the ONNX checker; its failure becomes a ModelError with the checker's message.
+
+    With ``path`` the checker reads the file itself, so external data is checked relative to the
+    model's folder (and models over 2 GB can be checked at all).
+    """
+    try:
+        onnx.checker.check_model(path if path is not None else model)
+    except onnx.checker.ValidationError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else "invalid model"
+        raise ModelError(f"{where} fails ONNX validation: {first}") from exc
+    except Exception as exc:  # the checker raises plain errors on some malformed protos
+        raise ModelError(f"{where} fails ONNX validation: {exc}") from exc
+
+
+def _opsets(model: onnx.ModelProto) -> dict[str, int]:
+    opsets: dict[str, int] = {}
+    for entry in model.opset_import:
+        domain = "" if entry.domain == "ai.onnx" else entry.domain
+        opsets[domain] = int(entry.version)
+    if model.ir_version and model.ir_version < 3 and "" not in opsets:
+        opsets[""] = 1
+    return opsets
+
+
+def _schema_function(node: onnx.NodeProto, opsets: Mapping[str, int]) -> onnx.FunctionProto | None:
+    domain = "" if node.domain == "ai.onnx" else node.domain
+    try:
+        schema = onnx.defs.get_schema(node.op_type, opsets.get(domain, 1), domain)
+    except onnx.defs.SchemaError:
+        return None
+    if schema.has_function:
+        return schema.function_body
+    return None
+
+
+def _inline(model: onnx.ModelProto, registry: OpRegistry, opsets: dict[str, int]) -> list[onnx.NodeProto]:
+    local = {(f.domain, f.name, getattr(f, "overload", "")): f for f in model.functions}
+    for function in model.functions:
+        for entry in function.opset_import:
+            opsets.setdefault("" if entry.domain == "ai.onnx" else entry.domain, int(entry.version))
+
+    def lookup(node: onnx.NodeProto) -> onnx.FunctionProto | None:
+        key = (node.domain, node.op_type, getattr(node, "overload", ""))
+        if key in local:
+            return local[key]
+        domain = "" if node.domain == "ai.onnx" else node.domain
+        if registry.find(domain, node.op_type, opsets.get(domain, 1)) is not None:
+            return None
+        return _schema_function(node, opsets)
+
+    return inline_nodes(list(model.graph.node), lookup)
+
+
+def convert_attribute(attr: onnx.AttributeProto, ctx: _Ctx) -> Any:
+    """AttributeProto -> Python value (tuples for lists, str for strings, arrays, graphs)."""
+    kind = attr.type
+    A = onnx.AttributeProto
+    if kind == A.INT:
+        return int(attr.i)
+    if kind == A.FLOAT:
+        return float(attr.f)
+    if kind == A.STRING:
+        return _text(attr.s)
+    if kind == A.INTS:
+        return tuple(int(v) for v in attr.ints)
+    if kind == A.FLOATS:
+        return tuple(float(v) for v in attr.floats)
+    if kind == A.STRINGS:
+        return tuple(_text(v) for v in attr.strings)
+    if kind == A.TENSOR:
+        return to_array(attr.t, ctx.base_dir)
+    if kind == A.TENSORS:
+        return tuple(to_array(t, ctx.base_dir) for t in attr.tensors)
+    if kind == A.SPARSE_TENSOR:
+        return sparse_to_array(attr.sparse_tensor, ctx.base_dir)
+    if kind == A.SPARSE_TENSORS:
+        return tuple(sparse_to_array(t, ctx.base_dir) for t in attr.sparse_tensors)
+    if kind == A.GRAPH:
+        return convert_graph(attr.g, ctx)
+    if kind == A.GRAPHS:
+        return tuple(convert_graph(g, ctx) for g in attr.graphs)
+    if kind == A.TYPE_PROTO:
+        return to_type(attr.tp)
+    if kind == A.TYPE_PROTOS:
+        return tuple(to_type(t) for t in attr.type_protos)
+    raise ModelError(f"attribute {attr.name!r} has an unknown type code {kind}")
+
+
+def _text(value: bytes) -> str:
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return value.decode("latin-1")
+
+
+class _Ctx:
+    def __init__(self, base_dir: str | None, opsets: Mapping[str, int], ir_version: int) -> None:
+        self.base_dir = base_dir
+        self.opsets = opsets
+        self.ir_version = ir_version
+        self.counter = 0
+
+
+def convert_graph(proto: onnx.GraphProto, ctx: _Ctx) -> Graph:
+    """Convert a GraphProto (the main graph or a subgraph) with its initializers."""
+    initializers = {t.name: to_array(t, ctx.base_dir) for t in proto.initializer}
+    for sparse in proto.sparse_initializer:
+        initializers[sparse.values.name] = sparse_to_array(sparse, ctx.base_dir)
+    inputs = tuple(Value(v.name, to_type(v.type)) for v in proto.input if v.name not in initializers)
+    outputs = tuple(Value(v.name, to_type(v.type)) for v in proto.output)
+    value_info = {v.name: to_type(v.type) for v in proto.value_info if v.type.WhichOneof("value")}
+    nodes = []
+    used_names: set[str] = set()
+    for index, n in enumerate(proto.node):
+        name = n.name or f"{n.op_type}_{index}"
+        while name in used_names:
+            ctx.counter += 1
+            name = f"{name}_{ctx.counter}"
+        used_names.add(name)
+        try:
+            attrs = {a.name: convert_attribute(a, ctx) for a in n.attribute}
+        except ModelError as exc:
+            raise ModelError(f"node {name!r} ({n.op_type}): {exc}") from exc
+        nodes.append(Node(name=name, op=n.op_type, domain=n.domain, inputs=tuple(n.input),
+                          outputs=tuple(n.output), attrs=attrs))
+    return Graph(nodes=tuple(nodes), inputs=inputs, outputs=outputs, initializers=initializers,
+                 opsets=dict(ctx.opsets), value_info=value_info, name=proto.name or "graph",
+                 ir_version=ctx.ir_version)
+
+
+def from_onnx(source: Source, registry: OpRegistry, *, check: bool = True) -> Graph:
+    """Load an ONNX model as a Graph (see the module docstring for the steps)."""
+    model, base_dir = read_model(source)
+    where = str(source) if isinstance(source, str | os.PathLike) else "model"
+    if check:
+        validate(model, where, str(source) if base_dir is not None else None)
+    opsets = _opsets(model)
+    nodes = _inline(model, registry, opsets)
+    graph_proto = onnx.GraphProto()
+    graph_proto.CopyFrom(model.graph)
+    del graph_proto.node[:]
+    graph_proto.node.extend(nodes)
+    ctx = _Ctx(base_dir, opsets, int(model.ir_version))
+    graph = convert_graph(graph_proto, ctx)
+    declared = {v.name for v in graph.inputs}
+    for value in graph.inputs:
+        if value.type is None:
+            raise ModelError(f"{where}: graph input {value.name!r} has no type")
+    del declared
+    return graph
+
+
+def input_type(value: Value) -> TensorType | None:
+    """The declared tensor type of a graph input, if it is a tensor."""
+    return value.type if isinstance(value.type, TensorType) else None

@@ -1,0 +1,79 @@
+"""The reference semantics: one NumPy function per operator, grouped by family.
+
+Each family module ends with an ``OPS`` tuple; :data:`BUILTIN_OPS` concatenates them in a fixed
+order and :func:`default_registry` builds an :class:`OpRegistry` from them. Nothing is
+registered as a side effect of importing a module.
+"""
+
+from __future__ import annotations
+
+from refmnn.ops import (
+    activation,
+    attention,
+    control,
+    conv,
+    elementwise,
+    image,
+    indexing,
+    linalg,
+    loss,
+    ml,
+    norm,
+    pool,
+    quant,
+    random,
+    reduction,
+    rnn,
+    sequence,
+    shape,
+    signal,
+    text,
+    training,
+)
+from refmnn.ops._schema import REQUIRED, Attr, InferContext, OpContext, OpDef, op
+from refmnn.ops.registry import OpRegistry
+
+FAMILIES = (
+    elementwise,
+    activation,
+    reduction,
+    linalg,
+    norm,
+    loss,
+    conv,
+    pool,
+    image,
+    quant,
+    shape,
+    indexing,
+    control,
+    sequence,
+    rnn,
+    signal,
+    random,
+    text,
+    attention,
+    training,
+    ml,
+)
+
+BUILTIN_OPS: tuple[OpDef, ...] = tuple(opdef for family in FAMILIES for opdef in family.OPS)
+
+
+def default_registry() -> OpRegistry:
+    """A new registry holding every built-in op definition."""
+    return OpRegistry(BUILTIN_OPS)
+
+
+__all__ = [
+    "Attr",
+    "BUILTIN_OPS",
+    "FAMILIES",
+    "InferContext",
+    "OpContext",
+    "OpDef",
+    "OpRegistry",
+    "REQUIRED",
+    "default_registry",
+    "op",
+]

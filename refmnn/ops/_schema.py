@@ -1,0 +1,324 @@
+"""How an op is defined: :class:`OpDef`, its attribute schema, and the contexts it receives.
+
+An op is one readable NumPy function plus frozen metadata::
+
+    @op("LeakyRelu", since=6, inputs=("X",), outputs=("Y",),
+        attrs=(Attr("alpha", "float", 0.01),), infer=same_as(0))
+    def leaky_relu(X, *, alpha):
+        \"\"\"Y = X if X >= 0 else alpha * X, elementwise.\"\"\"
+        return np.where(X >= 0, X, X * X.dtype.type(alpha))
+
+The decorator builds a value and registers nothing; each family module lists its ops in an
+``OPS`` tuple and :mod:`refmnn.ops` concatenates those tuples.
+
+Conventions:
+    * inputs are named as in the ONNX spec; ``"B?"`` marks an optional input (the function
+      receives ``None`` when it is omitted), ``"inputs..."`` a variadic tail (the function takes
+      ``*inputs``);
+    * attributes are keyword-only parameters; the schema's defaults are applied before the call,
+      so a function never sees a missing attribute unless the schema default is ``None``;
+    * a function that needs more than its inputs and attributes (control flow, ops whose result
+      depends on how many outputs the node lists, random ops) declares a keyword-only ``ctx``
+      parameter and receives an :class:`OpContext`;
+    * the result is one array, or a tuple with one entry per output.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+import numpy as np
+
+from refmnn.errors import ShapeError
+from refmnn.graph import Dim, Graph, Node, TensorType, ValueType
+
+REQUIRED = object()
+"""Sentinel default: the attribute must be present on the node."""
+
+ATTR_KINDS = frozenset(
+    {"int", "float", "string", "ints", "floats", "strings", "tensor", "tensors", "graph",
+     "graphs", "type", "types", "sparse_tensor", "sparse_tensors"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Attr:
+    """One attribute of an op: its name, ONNX kind, default (or REQUIRED) and meaning."""
+
+    name: str
+    kind: str
+    default: Any = REQUIRED
+    doc: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in ATTR_KINDS:
+            raise ValueError(f"attribute {self.name!r}: unknown kind {self.kind!r}")
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+
+@dataclass(frozen=True, slots=True)
+class Port:
+    """An input or output slot parsed from ``"X"``, ``"B?"`` (optional) or ``"xs..."``."""
+
+    name: str
+    optional: bool = False
+    variadic: bool = False
+
+    @classmethod
+    def parse(cls, text: str) -> Port:
+        if text.endswith("..."):
+            return cls(text[:-3], variadic=True)
+        if text.endswith("?"):
+            return cls(text[:-1], optional=True)
+        return cls(text)
+
+
+class OpContext:
+    """What a reference function may know beyond its inputs and attributes.
+
+    Attributes:
+        node: the node being run (name, op, domain, inputs, outputs).
+        opset: the opset version the op was resolved at.
+        num_outputs: how many outputs the node lists (trailing omitted ones excluded).
+    """
+
+    __slots__ = ("node", "opset", "num_outputs", "_run_graph", "_rng", "_outer")
+
+    def __init__(
+        self,
+        node: Node,
+        opset: int,
+        run_graph: Callable[[Graph, Sequence[Any], Mapping[str, Any]], list[Any]] | None = None,
+        rng: np.random.Generator | None = None,
+        outer: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.node = node
+        self.opset = opset
+        outputs = list(node.outputs)
+        while outputs and not outputs[-1]:
+            outputs.pop()
+        self.num_outputs = len(outputs)
+        self._run_graph = run_graph
+        self._rng = rng
+        self._outer = outer
+
+    def output_wanted(self, index: int) -> bool:
+        """True when the node lists a (non-empty) output at ``index``."""
+        return index < len(self.node.outputs) and bool(self.node.outputs[index])
+
+    def run_graph(self, graph: Graph, inputs: Sequence[Any]) -> list[Any]:
+        """Run a subgraph (If branch, Loop or Scan body) with positional inputs.
+
+        Names the subgraph reads from enclosing scopes are resolved against the values visible
+        to this node.
+        """
+        if self._run_graph is None:
+            raise RuntimeError("this context cannot run subgraphs")
+        return self._run_graph(graph, inputs, self._outer or {})
+
+    @property
+    def rng(self) -> np.random.Generator:
+        """The session's random generator, for random ops without a ``seed`` attribute."""
+        if self._rng is None:
+            self._rng = np.random.default_rng(0)
+        return self._rng
+
+
+class InferContext:
+    """Passed to every shape rule: constant input values, output count and a way to fail."""
+
+    __slots__ = ("node", "opset", "num_outputs", "_values", "_fresh", "_types")
+
+    def __init__(
+        self,
+        node: Node,
+        opset: int,
+        values: Sequence[np.ndarray | None] = (),
+        types: Sequence[ValueType | None] = (),
+    ) -> None:
+        self.node = node
+        self.opset = opset
+        self._types = tuple(types)
+        outputs = list(node.outputs)
+        while outputs and not outputs[-1]:
+            outputs.pop()
+        self.num_outputs = len(outputs)
+        self._values = tuple(values)
+        self._fresh = 0
+
+    def value(self, index: int) -> np.ndarray | None:
+        """The constant value of input ``index`` when it is known before running, else None."""
+        if index < len(self._values):
+            return self._values[index]
+        return None
+
+    def fresh_dim(self, what: str = "") -> str:
+        """A new symbolic dimension for a data-dependent size (NonZero, Unique, ...)."""
+        self._fresh += 1
+        label = f"_{what}" if what else ""
+        return f"{self.node.name or self.node.op}{label}_{self._fresh}"
+
+    def fail(self, message: str) -> NoReturn:
+        """Raise a ShapeError naming this node, its op and opset and its input types."""
+        inputs = ", ".join(str(t) if t is not None else "None" for t in self._types)
+        raise ShapeError(f"node {self.node.name!r} ({self.node.op}, opset {self.opset}) with inputs "
+                         f"({inputs}): {message}")
+
+
+InferFn = Callable[..., "ValueType | tuple[ValueType | None, ...] | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class OpDef:
+    """The definition of one op at one range of opset versions.
+
+    Attributes:
+        name: the op type (``"Conv"``).
+        domain: ``""`` for the default ONNX domain, else the domain name.
+        since: the first opset version this definition is valid for; the registry picks the
+            largest ``since`` that is <= the model's opset.
+        inputs / outputs: the ports, parsed from the decorator's strings.
+        attrs: the attribute schema with defaults.
+        reference: the NumPy function that is the op's meaning.
+        infer: the shape/dtype rule ``infer(ctx, *input_types, **attrs)``; returns one type or a
+            tuple with one type (or None when unknown) per output.
+        value_inputs: indices of inputs whose *values* the shape rule needs (Reshape's shape).
+        takes_context: the reference function declares a ``ctx`` keyword parameter.
+        doc: the reference function's docstring.
+    """
+
+    name: str
+    domain: str
+    since: int
+    inputs: tuple[Port, ...]
+    outputs: tuple[Port, ...]
+    attrs: tuple[Attr, ...]
+    reference: Callable[..., Any]
+    infer: InferFn | None = None
+    value_inputs: tuple[int, ...] = ()
+    takes_context: bool = False
+    doc: str = ""
+    attr_index: Mapping[str, Attr] = field(default_factory=dict, compare=False, repr=False)
+
+    def bind_attrs(self, given: Mapping[str, Any], where: str = "") -> dict[str, Any]:
+        """Check ``given`` against the schema and fill in defaults.
+
+        Raises:
+            ValueError: an unknown attribute, or a required one missing (the caller wraps it
+                with node context).
+        """
+        unknown = sorted(set(given) - set(self.attr_index))
+        if unknown:
+            known = ", ".join(a.name for a in self.attrs) or "none"
+            raise ValueError(f"{where}unknown attribute(s) {unknown} for {self.name}-{self.since} "
+                             f"(known: {known})")
+        bound: dict[str, Any] = {}
+        for attr in self.attrs:
+            if attr.name in given:
+                bound[attr.name] = given[attr.name]
+            elif attr.required:
+                raise ValueError(f"{where}required attribute {attr.name!r} of {self.name} missing")
+            else:
+                bound[attr.name] = attr.default
+        return bound
+
+    def __call__(self, *inputs: Any, ctx: OpContext | None = None, **attrs: Any) -> Any:
+        """Run the reference directly, as a NumPy library call: defaults are applied first."""
+        bound = self.bind_attrs(attrs)
+        if self.takes_context:
+            if ctx is None:
+                node = Node(name=self.name, op=self.name, domain=self.domain,
+                            inputs=tuple(f"in{i}" for i in range(len(inputs))),
+                            outputs=tuple(p.name for p in self.outputs))
+                ctx = OpContext(node, self.since)
+            return self.reference(*inputs, ctx=ctx, **bound)
+        return self.reference(*inputs, **bound)
+
+    @property
+    def min_inputs(self) -> int:
+        count = 0
+        for index, port in enumerate(self.inputs):
+            if not port.optional and not port.variadic:
+                count = index + 1
+        return count
+
+    @property
+    def max_inputs(self) -> int | None:
+        if any(p.variadic for p in self.inputs):
+            return None
+        return len(self.inputs)
+
+
+def op(
+    name: str,
+    *,
+    since: int,
+    inputs: Sequence[str],
+    outputs: Sequence[str],
+    attrs: Sequence[Attr] = (),
+    infer: InferFn | None = None,
+    value_inputs: Sequence[int] = (),
+    domain: str = "",
+) -> Callable[[Callable[..., Any]], OpDef]:
+    """Build an :class:`OpDef` from a reference function; registers nothing.
+
+    The function's keyword-only parameters must be exactly the declared attributes (plus an
+    optional ``ctx``), so the signature you read is the schema.
+    """
+
+    def build(fn: Callable[..., Any]) -> OpDef:
+        signature = inspect.signature(fn)
+        keyword_only = [p.name for p in signature.parameters.values()
+                        if p.kind is inspect.Parameter.KEYWORD_ONLY]
+        takes_context = "ctx" in keyword_only
+        declared = {a.name for a in attrs}
+        params = set(keyword_only) - {"ctx"}
+        if params != declared:
+            raise TypeError(
+                f"{name}-{since}: keyword parameters {sorted(params)} do not match the attribute "
+                f"schema {sorted(declared)}"
+            )
+        return OpDef(
+            name=name,
+            domain="" if domain == "ai.onnx" else domain,
+            since=since,
+            inputs=tuple(Port.parse(s) for s in inputs),
+            outputs=tuple(Port.parse(s) for s in outputs),
+            attrs=tuple(attrs),
+            reference=fn,
+            infer=infer,
+            value_inputs=tuple(value_inputs),
+            takes_context=takes_context,
+            doc=inspect.getdoc(fn) or "",
+            attr_index={a.name: a for a in attrs},
+        )
+
+    return build
+
+
+def version(opdef: OpDef, since: int, **changes: Any) -> OpDef:
+    """A copy of ``opdef`` valid from opset ``since`` (for versions whose meaning is unchanged
+    but whose schema changed, e.g. a new dtype); ``changes`` may replace other fields."""
+    from dataclasses import replace as _replace
+
+    return _replace(opdef, since=since, **changes)
+
+
+def dims_equal(a: Dim, b: Dim) -> bool:
+    """True when two dims are known to be equal (both ints and equal, or the same symbol)."""
+    return a is not None and a == b
+
+
+def tensor(dtype: Any, shape: Sequence[Dim] | None) -> TensorType:
+    """Shorthand for a TensorType from a DType/NumPy dtype and a shape."""
+    from refmnn.dtypes import DType
+
+    if dtype is not None and not isinstance(dtype, DType):
+        dtype = DType.from_numpy(np.dtype(dtype))
+    return TensorType(dtype, None if shape is None else tuple(shape))

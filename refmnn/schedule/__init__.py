@@ -1,0 +1,1 @@
+"""Pre-inference passes: pure functions over immutable graphs."""

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The README's first command: set up, export a zoo model, run it on the reference and on every
+# available backend, and print the agreement with onnxruntime.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+.venv/bin/refmnn demo "${1:-resnet18}"

@@ -1,0 +1,80 @@
+"""The refmnn command line: run, info and error reporting."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+from refmnn.cli import main
+from tests.helpers import add_relu_model, make_model
+
+
+@pytest.fixture
+def model_path(tmp_path):
+    path = tmp_path / "m.onnx"
+    path.write_bytes(add_relu_model().SerializeToString())
+    return path
+
+
+def test_run_with_seeded_random_inputs_and_output_dir(model_path, tmp_path, capsys):
+    out_dir = tmp_path / "out"
+    assert main(["run", str(model_path), "--seed", "3", "--output-dir", str(out_dir)]) == 0
+    printed = capsys.readouterr().out
+    assert "Y: float32[2, 3]" in printed
+    saved = np.load(out_dir / "Y.npy")
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((2, 3)).astype(np.float32)
+    b = rng.standard_normal((2, 3)).astype(np.float32)
+    np.testing.assert_array_equal(saved, np.maximum(a + b, 0))
+
+
+def test_run_with_given_inputs(model_path, tmp_path, capsys):
+    np.save(tmp_path / "a.npy", np.full((2, 3), 2, np.float32))
+    np.save(tmp_path / "b.npy", np.full((2, 3), -5, np.float32))
+    assert main(["run", str(model_path), "--input", f"A={tmp_path / 'a.npy'}",
+                 "--input", f"B={tmp_path / 'b.npy'}", "--output-dir", str(tmp_path)]) == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "Y.npy"), np.zeros((2, 3)))
+
+
+def test_symbolic_dim_without_shape_is_an_error_naming_it(tmp_path, capsys):
+    path = tmp_path / "sym.onnx"
+    path.write_bytes(add_relu_model(("batch", 3)).SerializeToString())
+    assert main(["run", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "symbolic dim(s) ['batch']" in err and "--shape A=" in err
+    assert main(["run", str(path), "--shape", "A=4,3", "--shape", "B=4,3"]) == 0
+    assert "Y: float32[4, 3]" in capsys.readouterr().out
+
+
+def test_info_lists_everything(tmp_path, capsys):
+    f = TensorProto.FLOAT
+    nodes = [helper.make_node("Relu", ["A"], ["B"], name="r"),
+             helper.make_node("Mystery", ["B"], ["Y"], name="m", domain="com.acme")]
+    model = make_model(nodes, [("A", f, [2])], [("Y", f, [2])], extra_opsets=[("com.acme", 2)],
+                       initializers=[helper.make_tensor("unused", f, [4], [1, 2, 3, 4])])
+    path = tmp_path / "info.onnx"
+    path.write_bytes(model.SerializeToString())
+    assert main(["info", str(path)]) == 0
+    out = capsys.readouterr().out
+    for part in ("opsets: ai.onnx=17, com.acme=2", "A: float32[2]", "parameters: 4 in 1",
+                 "Relu", "com.acme::Mystery (opset 2)"):
+        assert part in out
+
+
+def test_bad_model_file_prints_one_error_line(tmp_path, capsys):
+    path = tmp_path / "junk.onnx"
+    path.write_bytes(b"\x08\x07garbage" * 3)
+    assert main(["run", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "Traceback" not in err
+
+
+def test_python_dash_m_entry_point(model_path):
+    done = subprocess.run([sys.executable, "-m", "refmnn", "info", str(model_path)],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "nodes: 2" in done.stdout

@@ -1,0 +1,127 @@
+"""Session: model sources, outputs, intermediates, callbacks and feed checking."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+import refmnn
+from refmnn import InputError, OpError, ShapeError
+from tests.helpers import add_relu_model, make_model
+
+
+def _feeds(shape=(2, 3), seed=0):
+    rng = np.random.default_rng(seed)
+    return {"A": rng.standard_normal(shape).astype(np.float32),
+            "B": rng.standard_normal(shape).astype(np.float32)}
+
+
+def _expected(feeds):
+    return np.maximum(feeds["A"] + feeds["B"], 0)
+
+
+@pytest.mark.parametrize("kind", ["path", "bytes", "proto", "graph"])
+def test_session_accepts_every_model_source(kind, tmp_path):
+    model = add_relu_model()
+    if kind == "path":
+        path = tmp_path / "m.onnx"
+        path.write_bytes(model.SerializeToString())
+        source = str(path)
+    elif kind == "bytes":
+        source = model.SerializeToString()
+    elif kind == "proto":
+        source = model
+    else:
+        source = refmnn.load(model)
+    feeds = _feeds()
+    out = refmnn.Session(source).run(feeds)
+    assert list(out) == ["Y"]
+    np.testing.assert_array_equal(out["Y"], _expected(feeds))
+
+
+def test_outputs_come_in_graph_order():
+    f = TensorProto.FLOAT
+    nodes = [helper.make_node("Relu", ["A"], ["second"], name="r"),
+             helper.make_node("Add", ["A", "A"], ["first"], name="a")]
+    model = make_model(nodes, [("A", f, [3])], [("first", f, [3]), ("second", f, [3])])
+    out = refmnn.Session(model).run({"A": np.array([-1, 0, 2], np.float32)})
+    assert list(out) == ["first", "second"]
+    np.testing.assert_array_equal(out["first"], [-2, 0, 4])
+
+
+def test_intermediates_and_callback():
+    feeds = _feeds()
+    seen = []
+    sess = refmnn.Session(add_relu_model())
+    out = sess.run(feeds, intermediates=True,
+                   callback=lambda name, op, ins, outs: seen.append((name, op, len(ins), outs[0].shape)))
+    assert seen == [("add0", "Add", 2, (2, 3)), ("relu0", "Relu", 1, (2, 3))]
+    np.testing.assert_array_equal(out["S"], feeds["A"] + feeds["B"])
+    assert list(out)[0] == "Y"
+
+
+def test_missing_and_unknown_feeds_are_named():
+    sess = refmnn.Session(add_relu_model())
+    with pytest.raises(InputError, match=r"missing feed\(s\) \['B'\].*unknown input name\(s\) \['C'\]"):
+        sess.run({"A": np.zeros((2, 3), np.float32), "C": np.zeros(1)})
+
+
+def test_wrong_dtype_is_an_input_error():
+    sess = refmnn.Session(add_relu_model())
+    feeds = _feeds()
+    feeds["A"] = feeds["A"].astype(np.float64)
+    with pytest.raises(InputError, match="input 'A': dtype float64 given, the model declares float32"):
+        sess.run(feeds)
+
+
+def test_shape_contradicting_declaration_is_an_input_error():
+    sess = refmnn.Session(add_relu_model())
+    with pytest.raises(InputError, match=r"input 'A': shape \[2, 4\] contradicts"):
+        sess.run(_feeds((2, 4)))
+
+
+def test_symbolic_dims_bind_per_run_and_consistently():
+    sess = refmnn.Session(add_relu_model(("N", 3)))
+    for n in (1, 5):
+        feeds = _feeds((n, 3))
+        np.testing.assert_array_equal(sess.run(feeds)["Y"], _expected(feeds))
+    feeds = {"A": np.zeros((2, 3), np.float32), "B": np.zeros((4, 3), np.float32)}
+    with pytest.raises(InputError, match="dim 'N' is 4 here but 2 in another input"):
+        sess.run(feeds)
+
+
+def test_runtime_failure_names_node_op_opset_and_shapes():
+    f = TensorProto.FLOAT
+    nodes = [helper.make_node("Add", ["A", "B"], ["Y"], name="the_add")]
+    model = make_model(nodes, [("A", f, ["N"]), ("B", f, ["M"])], [("Y", f, ["K"])])
+    sess = refmnn.Session(model)
+    with pytest.raises((OpError, ShapeError)) as info:
+        sess.run({"A": np.zeros(3, np.float32), "B": np.zeros(4, np.float32)})
+    message = str(info.value)
+    for part in ("the_add", "Add", "opset 17", "float32[3]", "float32[4]"):
+        assert part in message
+
+
+def test_shape_contradiction_inside_graph_is_found_at_load():
+    f = TensorProto.FLOAT
+    nodes = [helper.make_node("Add", ["A", "B"], ["Y"], name="bad_add")]
+    model = make_model(nodes, [("A", f, [2, 3]), ("B", f, [4, 5])], [("Y", f, ["K"])])
+    with pytest.raises(ShapeError, match="bad_add.*cannot broadcast"):
+        refmnn.Session(model)
+
+
+def test_unknown_backend_is_a_usage_error():
+    with pytest.raises(refmnn.UsageError, match="unknown backend"):
+        refmnn.Session(add_relu_model(), backends=("warp-drive",))
+
+
+def test_session_runs_are_repeatable_and_do_not_modify_feeds():
+    sess = refmnn.Session(add_relu_model())
+    feeds = _feeds()
+    copies = {k: v.copy() for k, v in feeds.items()}
+    first = sess.run(feeds)["Y"]
+    second = sess.run(feeds)["Y"]
+    np.testing.assert_array_equal(first, second)
+    for name in feeds:
+        np.testing.assert_array_equal(feeds[name], copies[name])
