@@ -1,4 +1,4 @@
-"""The ``refmnn`` command line: run, info, demo, bench.
+"""The ``refmnn`` command line: run, info, explain, backends, demo, bench.
 
 This is the only module that reads the environment or prints for the user. Every refmnn error
 is printed as one ``error:`` line (plus its notes) with exit status 2; nothing prints a traceback
@@ -155,14 +155,56 @@ def cmd_info(args: argparse.Namespace) -> int:
     print(f"nodes: {sum(histogram.values())}")
     for op_name, count in sorted(histogram.items(), key=lambda kv: (-kv[1], kv[0])):
         print(f"  {op_name:32s} {count}")
-    missing = sorted({(node.domain, node.op, owner.opset(node.domain)) for owner, node in graph.walk()
-                      if registry.find(node.domain, node.op, owner.opset(node.domain)) is None})
+    missing = sorted({(node.domain, node.op, owner.opset_of(node)) for owner, node in graph.walk()
+                      if registry.find(node.domain, node.op, owner.opset_of(node)) is None})
     if missing:
         print("unsupported ops:")
         for domain, op_name, opset in missing:
             print(f"  {domain or 'ai.onnx'}::{op_name} (opset {opset})")
     else:
         print("unsupported ops: none")
+    return 0
+
+
+def cmd_backends(args: argparse.Namespace) -> int:
+    from refmnn.backends.registry import BackendRegistry
+
+    registry = BackendRegistry(blocked=_blocked(args))
+    rows = [("name", "version", "distribution", "status")]
+    for info in registry:
+        status = "available" if info.available else f"unavailable: {info.reason}"
+        rows.append((info.name, info.version or "-", info.distribution or "-", status))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    for row in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row[:3], widths, strict=True)) + "  " + row[3])
+    return 0
+
+
+def _blocked(args: argparse.Namespace) -> list[str]:
+    import os
+
+    names = [n for n in os.environ.get("REFMNN_DISABLE_BACKENDS", "").split(",") if n]
+    return names + list(getattr(args, "disable_backend", []) or [])
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from refmnn.backends.registry import BackendRegistry
+    from refmnn.session import Session
+
+    backends = [b for b in args.backends.split(",") if b] if args.backends else ["reference"]
+    session = Session(args.model, backends=backends,
+                      backend_registry=BackendRegistry(blocked=_blocked(args)))
+    shapes = dict(_parse_shape(s) for s in args.shape)
+    plan = session.resize(shapes)
+    if args.json:
+        print(plan.to_json())
+    else:
+        print(plan.table())
+    if args.plot:
+        from refmnn.schedule.explain import plot_memory
+
+        plot_memory(plan, args.plot)
+        print(f"memory plot written to {args.plot}", file=sys.stderr)
     return 0
 
 
@@ -185,7 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run a model on seeded random or given inputs")
     run.add_argument("model")
-    run.add_argument("--backend", default="reference")
+    run.add_argument("--backend", default="reference", help="preferred backend (reference is the fallback)")
     run.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
     run.add_argument("--shape", action="append", default=[], metavar="NAME=D1,D2,...")
     run.add_argument("--seed", type=int, default=0)
@@ -195,6 +237,19 @@ def build_parser() -> argparse.ArgumentParser:
     info = sub.add_parser("info", help="inputs, outputs, opsets, op histogram, parameters")
     info.add_argument("model")
     info.set_defaults(func=cmd_info)
+
+    backends = sub.add_parser("backends", help="list installed backends and whether they run here")
+    backends.add_argument("--disable-backend", action="append", default=[], metavar="NAME")
+    backends.set_defaults(func=cmd_backends)
+
+    explain = sub.add_parser("explain", help="show the plan: placement, schemes, memory")
+    explain.add_argument("model")
+    explain.add_argument("--backends", default="reference", help="preference order, comma separated")
+    explain.add_argument("--shape", action="append", default=[], metavar="NAME=D1,D2,...")
+    explain.add_argument("--json", action="store_true", help="deterministic JSON instead of a table")
+    explain.add_argument("--plot", metavar="FILE.png", help="save a picture of the memory plan")
+    explain.add_argument("--disable-backend", action="append", default=[], metavar="NAME")
+    explain.set_defaults(func=cmd_explain)
 
     demo = sub.add_parser("demo", help="export a zoo model, run it on every backend, compare")
     demo.add_argument("model", nargs="?", default="resnet18")

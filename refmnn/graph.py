@@ -100,6 +100,8 @@ class Node:
         outputs: value names; ``""`` marks an output the model does not want.
         attrs: attribute values (int, float, str, tuples, np.ndarray, Graph, tuple of Graph,
             or a value type for type-valued attributes).
+        opset: the opset this node is written against, when it differs from the graph's import
+            for its domain (nodes made by lowering rules pin the version they were written for).
     """
 
     name: str
@@ -108,6 +110,7 @@ class Node:
     inputs: tuple[str, ...] = ()
     outputs: tuple[str, ...] = ()
     attrs: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    opset: int | None = None
 
     def __post_init__(self) -> None:
         if self.domain == "ai.onnx":
@@ -167,6 +170,10 @@ class Graph:
         if domain not in self.opsets:
             return 1
         return self.opsets[domain]
+
+    def opset_of(self, node: Node) -> int:
+        """The opset a node resolves at: its own pin, else the graph's import for its domain."""
+        return node.opset if node.opset is not None else self.opset(node.domain)
 
     def producers(self) -> dict[str, Node]:
         """Map each value name to the node that produces it."""

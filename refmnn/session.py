@@ -1,15 +1,18 @@
-"""Session: load a model once, run it many times.
+"""Session: load a model once, plan it once per input shape, run it many times.
 
 ::
 
-    sess = refmnn.Session("model.onnx")
+    sess = refmnn.Session("model.onnx", backends=("numba", "reference"))
     outputs = sess.run({"input": x})                 # dict in the graph's output order
     everything = sess.run({"input": x}, intermediates=True)
     sess.run({"input": x}, callback=lambda name, op, ins, outs: print(name, op))
+    print(sess.explain())                            # the plan as a table
 
-Feeds are checked against the declared inputs before anything runs. Shapes and dtypes of every
-value are inferred once per distinct input-shape signature and each node's outputs are checked
-against them while it runs.
+As in MNN, work is split into *resize* and *run*. :meth:`Session.resize` (called implicitly by
+``run`` for a new input-shape signature) infers every value's shape, folds constants, lowers
+what the chosen backends lack, places nodes, chooses kernel schemes, plans memory and prepares
+kernels; the result is cached per signature, so repeated runs on the same shapes do no planning.
+Feeds are checked against the declared inputs before anything runs.
 """
 
 from __future__ import annotations
@@ -19,26 +22,36 @@ from typing import Any
 
 import numpy as np
 
+from refmnn.backends.base import Backend, BackendConfig
+from refmnn.backends.registry import BackendRegistry
 from refmnn.converter import load
 from refmnn.dtypes import DType
 from refmnn.errors import InputError, UsageError
 from refmnn.graph import Graph, OptionalType, SequenceType, TensorType, Value, ValueType
 from refmnn.ops import default_registry
 from refmnn.ops.registry import OpRegistry
+from refmnn.runtime.executor import Prepared
 from refmnn.runtime.interpreter import Callback, Runner
+from refmnn.schedule.plan import REFERENCE, Plan, compile_plan
 from refmnn.schedule.shapes import Inferred, infer_types
 
-SIGNATURE_CACHE = 16
-"""How many distinct input-shape signatures keep their inferred types."""
+SIGNATURE_CACHE = 8
+"""How many distinct input-shape signatures keep their prepared plans."""
 
 
 class Session:
-    """A loaded model ready to run on the reference.
+    """A loaded model ready to run.
 
     Args:
         model: a path, bytes, an ``onnx.ModelProto`` or a refmnn :class:`Graph`.
-        backends: backend names in order of preference; ``"reference"`` is always the fallback.
+        backends: backend names in order of preference; ``"reference"`` is always the final
+            fallback (appended when not listed).
         registry: the op definitions to use (default: every built-in op).
+        backend_registry: where backends are found (default: the ``refmnn.backends`` entry
+            points).
+        configs: a :class:`BackendConfig` per backend name.
+        arena: plan the reference's activations into one reused arena (default). With False
+            every value gets its own bytes (no reuse), which isolates planning problems.
         check: validate an ONNX model with ``onnx.checker`` while loading.
         seed: seed of the generator used by random ops that have no ``seed`` attribute.
     """
@@ -49,18 +62,30 @@ class Session:
         backends: Sequence[str] = ("reference",),
         *,
         registry: OpRegistry | None = None,
+        backend_registry: BackendRegistry | None = None,
+        configs: Mapping[str, BackendConfig] | None = None,
+        arena: bool = True,
         check: bool = True,
         seed: int = 0,
     ) -> None:
-        unknown = [b for b in backends if b != "reference"]
-        if unknown:
-            raise UsageError(f"unknown backend(s) {unknown}; available: ['reference']")
-        self.backends = tuple(backends)
+        if isinstance(backends, str):
+            backends = (backends,)
+        names = list(dict.fromkeys(backends))
+        if REFERENCE not in names:
+            names.append(REFERENCE)
         self.registry = registry if registry is not None else default_registry()
+        self.backend_registry = backend_registry if backend_registry is not None else BackendRegistry()
+        configs = dict(configs or {})
+        self._backends: dict[str, Backend] = {
+            name: self.backend_registry.create(name, configs.get(name)) for name in names
+        }
+        self.backends = tuple(names)
+        self.arena = arena
         self.graph: Graph = load(model, self.registry, check=check)
         self._runner = Runner(self.registry, np.random.default_rng(seed))
-        self._compiled = self._runner.compiled(self.graph)
-        self._types: dict[tuple[Any, ...], Inferred] = {}
+        self._runner.compiled(self.graph)  # resolves every op now: one error lists all misses
+        self._prepared: dict[tuple[Any, ...], Prepared] = {}
+        self._last: Prepared | None = None
         declared = {v.name: v.type for v in self.graph.inputs}
         self.declared_types: Inferred = infer_types(self.graph, declared, self.registry)
 
@@ -72,6 +97,19 @@ class Session:
     @property
     def outputs(self) -> tuple[Value, ...]:
         return self.graph.outputs
+
+    @property
+    def plan(self) -> Plan | None:
+        """The plan of the most recent resize or run (None before the first)."""
+        return self._last.plan if self._last is not None else None
+
+    def resize(self, shapes: Mapping[str, Sequence[int]] | None = None) -> Plan:
+        """Plan and prepare for concrete input shapes (declared static shapes when omitted).
+
+        Cached per input-shape signature: a second call with the same shapes does nothing.
+        """
+        types = self._types_for(shapes or {})
+        return self._prepare(types).plan
 
     def run(
         self,
@@ -98,26 +136,58 @@ class Session:
             OpError / ShapeError: a node failed; the message names node, op, opset and inputs.
         """
         checked = check_feeds(self.graph.inputs, feeds)
-        types = self._infer(checked)
-        env = self._runner.execute(self._compiled, checked, keep=intermediates,
-                                   callback=callback, types=types.types)
-        result = {v.name: env[v.name] for v in self.graph.outputs}
-        if intermediates:
-            for name, value in env.items():
-                if name not in result and name not in self.graph.initializers:
-                    result[name] = value
-        return result
+        types = {name: _runtime_type(value) for name, value in checked.items()}
+        prepared = self._prepare(types)
+        return prepared.run(checked, intermediates=intermediates, callback=callback)
 
-    def _infer(self, feeds: Mapping[str, Any]) -> Inferred:
-        signature = tuple((name, _signature(value)) for name, value in sorted(feeds.items()))
-        cached = self._types.get(signature)
-        if cached is None:
-            given = {name: _runtime_type(value) for name, value in feeds.items()}
-            cached = infer_types(self.graph, given, self.registry)
-            if len(self._types) >= SIGNATURE_CACHE:
-                self._types.pop(next(iter(self._types)))
-            self._types[signature] = cached
-        return cached
+    def explain(self, shapes: Mapping[str, Sequence[int]] | None = None) -> str:
+        """The plan for ``shapes`` (or the last plan) as a table with a memory summary."""
+        if shapes is not None or self._last is None:
+            self.resize(shapes)
+        assert self._last is not None
+        return self._last.plan.table()
+
+    def _types_for(self, shapes: Mapping[str, Sequence[int]]) -> dict[str, ValueType | None]:
+        unknown = sorted(set(shapes) - {v.name for v in self.graph.inputs})
+        if unknown:
+            raise UsageError(f"unknown input name(s) {unknown}; inputs are {[v.name for v in self.inputs]}")
+        types: dict[str, ValueType | None] = {}
+        for value in self.graph.inputs:
+            declared = value.type
+            if value.name in shapes:
+                dtype = declared.dtype if isinstance(declared, TensorType) else None
+                types[value.name] = TensorType(dtype, tuple(int(d) for d in shapes[value.name]))
+            elif isinstance(declared, TensorType) and declared.is_static:
+                types[value.name] = declared
+            elif isinstance(declared, TensorType):
+                symbolic = [d for d in (declared.shape or ("?",)) if not isinstance(d, int)]
+                raise UsageError(f"input {value.name!r} ({declared}) has symbolic or unknown dims "
+                                 f"{symbolic}; give its shape")
+            else:
+                types[value.name] = declared
+        return types
+
+    def _prepare(self, types: Mapping[str, ValueType | None]) -> Prepared:
+        signature = tuple(sorted((name, str(t)) for name, t in types.items()))
+        prepared = self._prepared.get(signature)
+        if prepared is None:
+            backends = [self._backends[name] for name in self.backends]
+            plan = compile_plan(self.graph, types, self.registry, backends, reuse=self.arena)
+            prepared = Prepared(plan, self._backends, self._runner)
+            if len(self._prepared) >= SIGNATURE_CACHE:
+                oldest = next(iter(self._prepared))
+                self._prepared.pop(oldest).close()
+            self._prepared[signature] = prepared
+        self._last = prepared
+        return prepared
+
+    def close(self) -> None:
+        """Release every prepared plan's buffers and the backends."""
+        for prepared in self._prepared.values():
+            prepared.close()
+        self._prepared.clear()
+        for backend in self._backends.values():
+            backend.close()
 
 
 def _signature(value: Any) -> Any:

@@ -112,7 +112,7 @@ def test_shape_contradiction_inside_graph_is_found_at_load():
 
 
 def test_unknown_backend_is_a_usage_error():
-    with pytest.raises(refmnn.UsageError, match="unknown backend"):
+    with pytest.raises(refmnn.UsageError, match="no such backend is installed"):
         refmnn.Session(add_relu_model(), backends=("warp-drive",))
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from refmnn.ops import (
     activation,
     attention,
+    cast,
     control,
     conv,
     elementwise,
@@ -22,6 +23,7 @@ from refmnn.ops import (
     pool,
     quant,
     random,
+    raster,
     reduction,
     rnn,
     sequence,
@@ -35,6 +37,7 @@ from refmnn.ops.registry import OpRegistry
 
 FAMILIES = (
     elementwise,
+    cast,
     activation,
     reduction,
     linalg,
@@ -55,6 +58,7 @@ FAMILIES = (
     attention,
     training,
     ml,
+    raster,
 )
 
 BUILTIN_OPS: tuple[OpDef, ...] = tuple(opdef for family in FAMILIES for opdef in family.OPS)

@@ -86,9 +86,11 @@ class OpContext:
         node: the node being run (name, op, domain, inputs, outputs).
         opset: the opset version the op was resolved at.
         num_outputs: how many outputs the node lists (trailing omitted ones excluded).
+        graph: the graph the node belongs to, when known (the interpreter sets it; ops that
+            read their own graph, like training's Gradient, need it).
     """
 
-    __slots__ = ("node", "opset", "num_outputs", "_run_graph", "_rng", "_outer")
+    __slots__ = ("node", "opset", "num_outputs", "graph", "_run_graph", "_rng", "_outer")
 
     def __init__(
         self,
@@ -97,6 +99,7 @@ class OpContext:
         run_graph: Callable[[Graph, Sequence[Any], Mapping[str, Any]], list[Any]] | None = None,
         rng: np.random.Generator | None = None,
         outer: Mapping[str, Any] | None = None,
+        graph: Graph | None = None,
     ) -> None:
         self.node = node
         self.opset = opset
@@ -104,6 +107,7 @@ class OpContext:
         while outputs and not outputs[-1]:
             outputs.pop()
         self.num_outputs = len(outputs)
+        self.graph = graph
         self._run_graph = run_graph
         self._rng = rng
         self._outer = outer

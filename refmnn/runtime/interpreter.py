@@ -54,7 +54,7 @@ class Compiled:
 
 def _collect_missing(graph: Graph, registry: OpRegistry, missing: list[tuple[str, str, int]]) -> None:
     for owner, node in graph.walk():
-        opset = owner.opset(node.domain)
+        opset = owner.opset_of(node)
         if registry.find(node.domain, node.op, opset) is None:
             missing.append((node.domain, node.op, opset))
 
@@ -73,7 +73,7 @@ def compile_graph(graph: Graph, registry: OpRegistry) -> Compiled:
     steps = []
     last_use: dict[str, int] = {}
     for index, node in enumerate(graph.nodes):
-        opset = graph.opset(node.domain)
+        opset = graph.opset_of(node)
         opdef = registry.resolve(node.domain, node.op, opset)
         try:
             attrs = opdef.bind_attrs(node.attrs)
@@ -148,7 +148,7 @@ class Runner:
         for index, step in enumerate(compiled.steps):
             node = step.node
             inputs = [self._fetch(env, name, step) if name else None for name in node.inputs]
-            ctx = OpContext(node, step.opset, self.run_subgraph, self.rng, env)
+            ctx = OpContext(node, step.opset, self.run_subgraph, self.rng, env, graph)
             try:
                 if step.opdef.takes_context:
                     result = step.opdef.reference(*inputs, ctx=ctx, **step.attrs)

@@ -88,7 +88,7 @@ def infer_types(
             constants[name] = array
     types.update(input_types)
     for node in graph.nodes:
-        opset = graph.opset(node.domain)
+        opset = graph.opset_of(node)
         opdef = registry.find(node.domain, node.op, opset)
         in_types = [types.get(name) if name else None for name in node.inputs]
         values = [constants.get(name) if name else None for name in node.inputs]

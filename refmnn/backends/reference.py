@@ -1,0 +1,116 @@
+"""The NumPy reference as a backend: every op, always available, the final fallback.
+
+Its kernel for a node is the node's :attr:`OpDef.reference` function. Device tensors are NumPy
+arrays in host memory. In **arena mode** (the default) every planned activation is a view into
+one ``uint8`` arena array at the offset the memory planner chose, and each kernel copies its
+result into that view, so a planning bug (two live values sharing bytes) shows up as a wrong
+answer in the reference itself. Values that cannot be planned (sequences, optionals, strings,
+data-dependent shapes) are held as plain Python objects (see :class:`Slot`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from refmnn.backends.base import Backend, Buffer, Kernel, KernelDef, NodeSpec, Probe, Storage
+from refmnn.errors import ShapeError, node_context
+from refmnn.graph import TensorType
+from refmnn.ops._schema import OpContext
+
+ALIGNMENT = 64
+
+
+class Slot:
+    """Holder for a value that has no planned storage (a sequence, an optional, a string
+    tensor, a tensor whose shape is only known after running)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value: Any = None
+
+    def __repr__(self) -> str:
+        return f"Slot({type(self.value).__name__})"
+
+
+class ReferenceKernel(Kernel):
+    """Runs a node's reference function and stores its results into the planned outputs."""
+
+    def __init__(self, spec: NodeSpec, context: OpContext) -> None:
+        self.spec = spec
+        self.context = context
+
+    def run(self, inputs: Sequence[Any], outputs: Sequence[Any], workspace: Any | None) -> None:
+        spec = self.spec
+        if spec.opdef.takes_context:
+            result = spec.opdef.reference(*inputs, ctx=self.context, **spec.attrs)
+        else:
+            result = spec.opdef.reference(*inputs, **spec.attrs)
+        results = result if isinstance(result, tuple) else (result,)
+        for index, target in enumerate(outputs):
+            if target is None:
+                continue
+            if index >= len(results):
+                raise ShapeError(f"{self._where(inputs)}: the reference returned {len(results)} "
+                                 f"output(s), the node lists more")
+            value = results[index]
+            if isinstance(target, Slot):
+                target.value = np.asarray(value) if isinstance(value, np.generic) else value
+                continue
+            value = np.asarray(value)
+            if value.shape != target.shape or value.dtype != target.dtype:
+                raise ShapeError(f"{self._where(inputs)} produced output #{index} as "
+                                 f"{value.dtype}{list(value.shape)}, but the plan (from shape "
+                                 f"inference) expects {target.dtype}{list(target.shape)}")
+            np.copyto(target, value)
+
+    def _where(self, inputs: Sequence[Any]) -> str:
+        node = self.spec.node
+        return node_context(node.name, node.op, node.domain, self.spec.opset, inputs)
+
+
+class ReferenceBackend(Backend):
+    """The NumPy reference backend. Option ``arena`` ("on"/"off") chooses arena mode."""
+
+    name = "reference"
+    host_memory = True
+
+    @classmethod
+    def probe(cls) -> Probe:
+        return Probe(True, "", np.__version__, ("cpu",))
+
+    def kernels(self) -> Sequence[KernelDef]:
+        """Empty: the reference supports every op through :meth:`kernel_for` (it is the fallback)."""
+        return ()
+
+    @property
+    def arena_mode(self) -> bool:
+        return str(self.config.options.get("arena", "on")).lower() not in ("off", "0", "false")
+
+    def kernel_for(self, spec: NodeSpec, context: OpContext) -> ReferenceKernel:
+        return ReferenceKernel(spec, context)
+
+    def allocate(self, nbytes: int, storage: Storage) -> Buffer:
+        raw = np.empty(max(nbytes, 1) + ALIGNMENT, dtype=np.uint8)
+        start = (-raw.ctypes.data) % ALIGNMENT
+        return Buffer(nbytes, storage, raw[start:start + max(nbytes, 1)])
+
+    def view(self, buffer: Buffer, offset: int, type: TensorType) -> np.ndarray:
+        assert type.dtype is not None and type.shape is not None
+        dtype = type.dtype.numpy
+        count = int(np.prod(type.shape, dtype=np.int64)) if type.shape else 1
+        raw = buffer.handle[offset:offset + count * dtype.itemsize]
+        return raw.view(dtype).reshape(type.shape)
+
+    def upload(self, src: np.ndarray, dst: np.ndarray) -> None:
+        np.copyto(dst, src)
+
+    def download(self, src: Any) -> np.ndarray:
+        return np.array(src, copy=True)
+
+    def describe(self) -> str:
+        mode = "arena" if self.arena_mode else "no-reuse"
+        return f"reference (NumPy {np.__version__}, {mode})"

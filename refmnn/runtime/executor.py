@@ -1,0 +1,170 @@
+"""Bind a Plan to backend instances (resize) and run it (execute).
+
+:class:`Prepared` is MNN's resize step: it allocates each backend's arena (one buffer of the
+planned peak), makes a device tensor for every planned value at its offset, uploads constants
+that non-host backends read into STATIC buffers once, builds each node's kernel with the chosen
+scheme and calls ``prepare``. :meth:`Prepared.run` is the execute step: it only moves feeds in,
+calls kernels and copies in order, and downloads the outputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from refmnn.backends.base import Backend, Kernel, Storage
+from refmnn.backends.reference import ReferenceBackend, Slot
+from refmnn.errors import OpError, RefmnnError, node_context
+from refmnn.ops._schema import OpContext
+from refmnn.runtime.interpreter import Callback, Runner
+from refmnn.schedule.plan import REFERENCE, CopyStep, Plan, RunStep
+
+
+class _Values(Mapping[str, Any]):
+    """The current value of every stored key, as subgraphs see their outer scope."""
+
+    def __init__(self, prepared: Prepared) -> None:
+        self._p = prepared
+
+    def __getitem__(self, key: str) -> Any:
+        return self._p.value(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._p.tensors)
+
+    def __len__(self) -> int:
+        return len(self._p.tensors)
+
+
+class Prepared:
+    """A plan bound to backends: buffers allocated, kernels built and prepared."""
+
+    def __init__(self, plan: Plan, backends: Mapping[str, Backend], runner: Runner) -> None:
+        self.plan = plan
+        self.backends = backends
+        self.runner = runner
+        self.buffers = {name: backends[name].allocate(arena.peak, Storage.ARENA)
+                        for name, arena in plan.arenas.items()}
+        self.tensors: dict[str, Any] = dict(plan.graph.initializers)
+        self._statics = []
+        for key, slot in plan.slots.items():
+            backend = backends[slot.backend]
+            if slot.storage is Storage.ARENA:
+                self.tensors[key] = backend.view(self.buffers[slot.backend], slot.offset, slot.type)  # type: ignore[arg-type]
+            elif slot.storage is Storage.STATIC:
+                source = plan.graph.initializers[key.rsplit("@", 1)[0]]
+                buffer = backend.allocate(int(source.nbytes), Storage.STATIC)
+                self._statics.append((backend, buffer))
+                tensor = backend.view(buffer, 0, slot.type)  # type: ignore[arg-type]
+                backend.upload(source, tensor)
+                self.tensors[key] = tensor
+            else:
+                self.tensors[key] = Slot()
+        self.kernels: list[Kernel | None] = []
+        outer = _Values(self)
+        workspace: dict[str, int] = {}
+        for step in plan.steps:
+            if not isinstance(step, RunStep):
+                self.kernels.append(None)
+                continue
+            spec = plan.specs[step.node.name]
+            backend = backends[step.backend]
+            if isinstance(backend, ReferenceBackend):
+                context = OpContext(step.node, step.opset, runner.run_subgraph, runner.rng, outer, plan.graph)
+                kernel: Kernel = backend.kernel_for(spec, context)
+            else:
+                scheme = _scheme(backend, step)
+                kernel = scheme.build(backend, spec)
+            kernel.prepare(spec)
+            workspace[step.backend] = max(workspace.get(step.backend, 0), kernel.workspace_bytes)
+            self.kernels.append(kernel)
+        self.workspaces = {name: backends[name].allocate(size, Storage.WORKSPACE)
+                           for name, size in workspace.items() if size}
+
+    def value(self, key: str) -> Any:
+        tensor = self.tensors[key]
+        return tensor.value if isinstance(tensor, Slot) else tensor
+
+    def _feed(self, name: str, value: Any) -> None:
+        target = self.tensors.get(name)
+        if isinstance(target, Slot) or target is None:
+            self.tensors[name] = Slot() if target is None else target
+            self.tensors[name].value = value
+            return
+        self.backends[REFERENCE].upload(np.asarray(value), target)
+
+    def run(self, feeds: Mapping[str, Any], *, intermediates: bool = False,
+            callback: Callback | None = None) -> dict[str, Any]:
+        for backend in self.backends.values():
+            backend.begin_run()
+        for name, value in feeds.items():
+            self._feed(name, value)
+        seen: dict[str, Any] = {}
+        for step, kernel in zip(self.plan.steps, self.kernels, strict=True):
+            if isinstance(step, CopyStep):
+                src = self.backends[step.src_backend]
+                host = src.download(self.tensors[step.src]) if not isinstance(self.tensors[step.src], Slot) \
+                    else self.tensors[step.src].value
+                self.backends[step.dst_backend].upload(host, self.tensors[step.dst])
+                continue
+            assert kernel is not None
+            self._run_step(step, kernel)
+            if intermediates or callback is not None:
+                outs = [self._download(key) if key else None for key in step.outputs]
+                if callback is not None:
+                    ins = [self._download(key) if key else None for key in step.inputs]
+                    callback(step.node.name, step.node.op, ins, outs)
+                if intermediates:
+                    seen.update({k: v for k, v in zip(step.outputs, outs, strict=True) if k})
+        for backend in self.backends.values():
+            backend.end_run()
+        result = {key: self._download(key) for key in self.plan.outputs}
+        if intermediates:
+            for key in self.plan.folded:
+                seen.setdefault(key, np.array(self.plan.graph.initializers[key]))
+            result.update({k: v for k, v in seen.items() if k not in result})
+        return result
+
+    def _run_step(self, step: RunStep, kernel: Kernel) -> None:
+        inputs = [self.value(key) if key else None for key in step.inputs]
+        outputs = [self.tensors[key] if key else None for key in step.outputs]
+        workspace = self.workspaces.get(step.backend)
+        try:
+            kernel.run(inputs, outputs, workspace)
+        except RefmnnError as exc:
+            exc.add_note(f"while running {node_context(step.node.name, step.node.op, step.node.domain, step.opset, inputs)}")
+            raise
+        except Exception as exc:
+            where = node_context(step.node.name, step.node.op, step.node.domain, step.opset, inputs)
+            raise OpError(f"{where} on backend {step.backend!r} (scheme {step.scheme}) failed: "
+                          f"{type(exc).__name__}: {exc}") from exc
+
+    def _download(self, key: str) -> Any:
+        tensor = self.tensors[key]
+        if isinstance(tensor, Slot):
+            return tensor.value
+        slot = self.plan.slots.get(key)
+        backend = self.backends[slot.backend] if slot is not None else self.backends[REFERENCE]
+        if isinstance(tensor, np.ndarray) and slot is None:
+            return tensor
+        return backend.download(tensor)
+
+    def close(self) -> None:
+        for name, buffer in self.buffers.items():
+            self.backends[name].free(buffer)
+        for backend, buffer in self._statics:
+            backend.free(buffer)
+        for name, buffer in self.workspaces.items():
+            self.backends[name].free(buffer)
+
+
+def _scheme(backend: Backend, step: RunStep) -> Any:
+    for kdef in backend.kernels():
+        if kdef.op == step.node.op and kdef.domain == step.node.domain:
+            for scheme in kdef.schemes:
+                if scheme.name == step.scheme:
+                    return scheme
+    raise OpError(f"backend {backend.name!r} has no scheme {step.scheme!r} for {step.node.op}")
+

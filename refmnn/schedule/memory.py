@@ -1,0 +1,104 @@
+"""Memory planning: liveness-based offsets into one arena per (backend, storage kind).
+
+Every planned value has a live interval ``[first, last]`` in step indices: from the step that
+defines it to the last step that reads it (graph inputs are defined at step -1, graph outputs
+live to the end, a kernel's workspace lives during its own step). Offsets are assigned greedily
+by size, largest first, each at the lowest aligned offset that overlaps no already-placed value
+whose interval intersects its own (the "greedy by size" strategy of TFLite's arena planner,
+equivalent in effect to MNN's deferred allocator). The plan records three figures per arena:
+
+* ``peak``: the arena size the plan needs;
+* ``total``: the sum of all planned sizes (what no reuse at all would need);
+* ``lower_bound``: the largest total of sizes live at any one step (no plan can do better).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+ALIGNMENT = 64
+
+
+def align(nbytes: int, alignment: int = ALIGNMENT) -> int:
+    """Round up to a multiple of ``alignment`` (at least one alignment unit)."""
+    return max(alignment, -(-nbytes // alignment) * alignment)
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    """One value to place: a key, its size in bytes and its live range (inclusive)."""
+
+    key: str
+    nbytes: int
+    first: int
+    last: int
+
+    def overlaps(self, other: Interval) -> bool:
+        return self.first <= other.last and other.first <= self.last
+
+
+@dataclass(frozen=True, slots=True)
+class ArenaPlan:
+    """Offsets of the values of one arena and its figures."""
+
+    offsets: Mapping[str, int]
+    sizes: Mapping[str, int]  # aligned sizes
+    peak: int
+    total: int
+    lower_bound: int
+
+
+def lower_bound(intervals: Sequence[Interval]) -> int:
+    """The largest total of (aligned) sizes live at the same step."""
+    events: dict[int, int] = {}
+    for iv in intervals:
+        size = align(iv.nbytes)
+        events[iv.first] = events.get(iv.first, 0) + size
+        events[iv.last + 1] = events.get(iv.last + 1, 0) - size
+    best = running = 0
+    for step in sorted(events):
+        running += events[step]
+        best = max(best, running)
+    return best
+
+
+def plan_arena(intervals: Sequence[Interval], *, reuse: bool = True) -> ArenaPlan:
+    """Assign an offset to every interval (greedy by size; ties by first use, then key).
+
+    With ``reuse=False`` every value gets its own bytes (the plan of an engine without memory
+    planning), which is what the ``total`` figure measures.
+    """
+    order = sorted(intervals, key=lambda iv: (-align(iv.nbytes), iv.first, iv.key))
+    placed: list[tuple[Interval, int, int]] = []  # (interval, offset, aligned size)
+    offsets: dict[str, int] = {}
+    for iv in order:
+        size = align(iv.nbytes)
+        conflicts = sorted((off, off + sz) for other, off, sz in placed if not reuse or other.overlaps(iv))
+        offset = 0
+        for start, end in conflicts:
+            if offset + size <= start:
+                break
+            offset = max(offset, end)
+        offsets[iv.key] = offset
+        placed.append((iv, offset, size))
+    peak = max((off + sz for _, off, sz in placed), default=0)
+    total = sum(sz for _, _, sz in placed)
+    return ArenaPlan(offsets=offsets, sizes={iv.key: sz for iv, _, sz in placed}, peak=peak,
+                     total=total, lower_bound=lower_bound(intervals))
+
+
+def verify_no_overlap(intervals: Sequence[Interval], plan: ArenaPlan) -> None:
+    """Raise AssertionError naming two values that are live together and share bytes."""
+    by_start = sorted(intervals, key=lambda iv: plan.offsets[iv.key])
+    for i, a in enumerate(by_start):
+        a_start = plan.offsets[a.key]
+        a_end = a_start + plan.sizes[a.key]
+        for b in by_start[i + 1:]:
+            b_start = plan.offsets[b.key]
+            if b_start >= a_end:
+                break
+            if a.overlaps(b):
+                raise AssertionError(f"memory plan overlap: {a.key!r} [{a_start}, {a_end}) live "
+                                     f"{a.first}..{a.last} and {b.key!r} at {b_start} live "
+                                     f"{b.first}..{b.last}")

@@ -1,0 +1,336 @@
+"""The Plan: where every node runs, with which scheme, and in which bytes.
+
+:func:`compile_plan` is the pre-inference pipeline, a chain of pure functions over frozen data:
+
+    infer_types -> fold_constants -> lower (only what the chosen backends lack)
+      -> place (preference order, reference fallback, copies at backend boundaries)
+      -> choose schemes (applies, then cost; the reason recorded)
+      -> plan memory (per backend arena, liveness, greedy by size, verified)
+
+A Plan is frozen and printable (:meth:`Plan.table`), serialises deterministically
+(:meth:`Plan.to_json`) and is cached by the Session per input-shape signature.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from refmnn.backends.base import Backend, KernelDef, NodeSpec, Scheme, Storage
+from refmnn.graph import Graph, Node, TensorType, ValueType
+from refmnn.ops.registry import OpRegistry
+from refmnn.schedule.lower import CORE_OPS, fold_constants, lower_graph
+from refmnn.schedule.memory import ArenaPlan, Interval, plan_arena, verify_no_overlap
+from refmnn.schedule.shapes import UNFOLDABLE, infer_types
+
+REFERENCE = "reference"
+
+
+@dataclass(frozen=True, slots=True)
+class RunStep:
+    """Run one node on a backend with a scheme; ``inputs``/``outputs`` are storage keys."""
+
+    node: Node
+    opset: int
+    backend: str
+    scheme: str
+    reason: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CopyStep:
+    """Move a value between backends: ``src`` key on ``src_backend`` to ``dst`` key."""
+
+    value: str
+    src: str
+    dst: str
+    src_backend: str
+    dst_backend: str
+
+
+Step = RunStep | CopyStep
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """Where one stored value lives. ``storage`` None means a host object held outside any
+    arena (sequences, optionals, strings, shapes known only after running)."""
+
+    key: str
+    backend: str
+    type: ValueType | None
+    storage: Storage | None
+    offset: int = 0
+    nbytes: int = 0
+    first: int = -1
+    last: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A complete, frozen execution plan for one input-shape signature."""
+
+    graph: Graph  # after folding and lowering
+    input_types: Mapping[str, ValueType | None]
+    steps: tuple[Step, ...]
+    slots: Mapping[str, Slot]
+    arenas: Mapping[str, ArenaPlan]  # backend -> its activation arena
+    outputs: tuple[str, ...]  # storage keys of the graph outputs
+    backends: tuple[str, ...]
+    folded: tuple[str, ...] = ()  # values computed at plan time
+    specs: Mapping[str, NodeSpec] = field(default_factory=dict, compare=False, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready description: steps, slots and memory figures (deterministic)."""
+        steps = []
+        for index, step in enumerate(self.steps):
+            if isinstance(step, RunStep):
+                steps.append({"step": index, "kind": "run", "node": step.node.name,
+                              "op": _qualified(step.node), "opset": step.opset,
+                              "backend": step.backend, "scheme": step.scheme, "reason": step.reason,
+                              "inputs": list(step.inputs), "outputs": list(step.outputs)})
+            else:
+                steps.append({"step": index, "kind": "copy", "value": step.value,
+                              "from": step.src_backend, "to": step.dst_backend, "dst": step.dst})
+        slots = {key: {"backend": s.backend, "type": str(s.type),
+                       "storage": s.storage.value if s.storage else "host-object",
+                       "offset": s.offset, "bytes": s.nbytes, "live": [s.first, s.last]}
+                 for key, s in sorted(self.slots.items())}
+        memory = {name: {"peak": a.peak, "total": a.total, "lower_bound": a.lower_bound}
+                  for name, a in sorted(self.arenas.items())}
+        inputs = {k: str(v) for k, v in sorted(self.input_types.items())}
+        return {"backends": list(self.backends), "inputs": inputs, "steps": steps, "slots": slots,
+                "memory": memory, "folded": sorted(self.folded), "outputs": list(self.outputs)}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1, sort_keys=True)
+
+    def table(self) -> str:
+        """The plan as a table a person can read, then the memory summary."""
+        from refmnn.schedule.explain import format_table
+
+        return format_table(self)
+
+
+def _qualified(node: Node) -> str:
+    return node.op if not node.domain else f"{node.domain}::{node.op}"
+
+
+# ---------------------------------------------------------------------------------------------
+# placement and scheme choice
+
+
+def _static_tensor(t: ValueType | None) -> bool:
+    return isinstance(t, TensorType) and t.is_static and t.dtype is not None and t.dtype.numpy != object
+
+
+def _find_kernel(backend: Backend, spec: NodeSpec) -> tuple[KernelDef, list[Scheme]] | None:
+    dtypes = {t.dtype for t in spec.inputs if t is not None} | {t.dtype for t in spec.outputs if t is not None}
+    for kdef in backend.kernels():
+        if kdef.op != spec.node.op or kdef.domain != spec.node.domain:
+            continue
+        if spec.opdef.since < kdef.since or not dtypes <= kdef.dtypes:
+            continue
+        applicable = [s for s in kdef.schemes if s.applies(spec)]
+        if applicable:
+            return kdef, applicable
+    return None
+
+
+def choose_scheme(schemes: Sequence[Scheme], spec: NodeSpec, all_schemes: Sequence[Scheme]) -> tuple[Scheme, str]:
+    """The applicable scheme of lowest cost (declaration order breaks ties and ranks schemes
+    without a cost); the reason lists every scheme's verdict."""
+    costed = []
+    for order, scheme in enumerate(schemes):
+        cost = scheme.cost(spec) if scheme.cost is not None else float("inf")
+        costed.append((cost, order, scheme))
+    costed.sort(key=lambda c: (c[0], c[1]))
+    best = costed[0][2]
+    parts = []
+    for cost, _, scheme in costed:
+        parts.append(f"{scheme.name} cost {cost:.3g}" if cost != float("inf") else f"{scheme.name}")
+    rejected = [s.name for s in all_schemes if s not in schemes]
+    reason = " < ".join(parts) if len(parts) > 1 else f"{best.name}: only applicable scheme"
+    if rejected:
+        reason += f"; not applicable: {', '.join(rejected)}"
+    return best, reason
+
+
+def make_spec(node: Node, graph: Graph, registry: OpRegistry, types: Mapping[str, ValueType | None],
+              constants: Mapping[str, np.ndarray]) -> NodeSpec:
+    opset = graph.opset_of(node)
+    opdef = registry.resolve(node.domain, node.op, opset)
+
+    def tensor(name: str) -> TensorType | None:
+        t = types.get(name) if name else None
+        return t if isinstance(t, TensorType) else None
+
+    const = {i: constants[n] for i, n in enumerate(node.inputs) if n and n in constants}
+    return NodeSpec(node=node, opdef=opdef, opset=opset, attrs=opdef.bind_attrs(node.attrs),
+                    inputs=tuple(tensor(n) for n in node.inputs),
+                    outputs=tuple(tensor(n) for n in node.outputs), constants=const)
+
+
+def place_node(spec: NodeSpec, backends: Sequence[Backend], types: Mapping[str, ValueType | None]
+               ) -> tuple[str, str, str]:
+    """(backend, scheme, reason) for one node: first backend in preference order that supports
+    it, else the reference."""
+    node = spec.node
+    names = [n for n in (*node.inputs, *node.outputs) if n]
+    plannable = all(_static_tensor(types.get(n)) for n in names) and not any(node.subgraphs())
+    skipped = []
+    for backend in backends:
+        if backend.name == REFERENCE:
+            break
+        if not plannable:
+            skipped.append(f"{backend.name}: values not statically shaped tensors")
+            continue
+        found = _find_kernel(backend, spec)
+        if found is None:
+            skipped.append(f"{backend.name}: no kernel")
+            continue
+        scheme, reason = choose_scheme(found[1], spec, found[0].schemes)
+        return backend.name, scheme.name, reason
+    why = "; ".join(skipped) if skipped else "first choice"
+    return REFERENCE, "reference", f"NumPy reference ({why})"
+
+
+# ---------------------------------------------------------------------------------------------
+# the pipeline
+
+
+def _liveness(steps: Sequence[Step], captured: Mapping[int, Sequence[str]], outputs: Sequence[str]
+              ) -> tuple[dict[str, int], dict[str, int]]:
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for index, step in enumerate(steps):
+        if isinstance(step, RunStep):
+            reads, writes = [*step.inputs, *captured.get(index, ())], step.outputs
+        else:
+            reads, writes = [step.src], (step.dst,)
+        for key in reads:
+            if key:
+                last[key] = index
+        for key in writes:
+            if key:
+                first.setdefault(key, index)
+                last.setdefault(key, index)
+    for key in outputs:
+        last[key] = len(steps)
+    return first, last
+
+
+def compile_plan(
+    graph: Graph,
+    input_types: Mapping[str, ValueType | None],
+    registry: OpRegistry,
+    backends: Sequence[Backend],
+    *,
+    reuse: bool = True,
+) -> Plan:
+    """Plan ``graph`` for concrete input types on ``backends`` (in preference order)."""
+    inferred = infer_types(graph, input_types, registry)
+    original = set(graph.initializers)
+    keep = lambda node: node.op in UNFOLDABLE or any(node.subgraphs())  # noqa: E731
+    graph = fold_constants(graph, inferred.constants, keep)
+    folded = tuple(sorted(set(graph.initializers) - original))
+    accelerated = [b for b in backends if b.name != REFERENCE]
+    if accelerated:
+        types, constants = inferred.types, inferred.constants
+
+        def wants(node: Node, opset: int) -> bool:
+            if (node.domain, node.op) in CORE_OPS:
+                return False
+            try:
+                spec = make_spec(node, graph, registry, types, constants)
+            except Exception:
+                return False
+            return place_node(spec, accelerated, types)[0] == REFERENCE
+
+        graph = lower_graph(graph, registry, types, constants, wants)
+        inferred = infer_types(graph, input_types, registry)
+    return _assemble(graph, input_types, registry, backends, inferred.types, inferred.constants,
+                     folded, reuse)
+
+
+def _host(by_name: Mapping[str, Backend], name: str) -> bool:
+    """True when the backend's tensors are host NumPy arrays (no copies needed between them)."""
+    return name == REFERENCE or (name in by_name and by_name[name].host_memory)
+
+
+def _assemble(graph: Graph, input_types: Mapping[str, ValueType | None], registry: OpRegistry,
+              backends: Sequence[Backend], types: Mapping[str, ValueType | None],
+              constants: Mapping[str, np.ndarray], folded: tuple[str, ...], reuse: bool) -> Plan:
+    by_name = {b.name: b for b in backends}
+    home: dict[str, str] = {v.name: REFERENCE for v in graph.inputs}
+    slots: dict[str, Slot] = {}
+    steps: list[Step] = []
+    captured: dict[int, list[str]] = {}
+    specs: dict[str, NodeSpec] = {}
+    for node in graph.nodes:
+        spec = make_spec(node, graph, registry, types, constants)
+        specs[node.name] = spec
+        backend, scheme, reason = place_node(spec, backends, types)
+        keys = []
+        for name in node.inputs:
+            source = home.get(name, REFERENCE)
+            shared = _host(by_name, backend) and _host(by_name, source)
+            if not name or source == backend or shared and name not in graph.initializers:
+                keys.append(name)
+            elif name in graph.initializers and _host(by_name, backend):
+                keys.append(name)
+            elif name in graph.initializers:
+                keys.append(f"{name}@{backend}")
+                slots[keys[-1]] = Slot(keys[-1], backend, types.get(name), Storage.STATIC,
+                                       nbytes=int(graph.initializers[name].nbytes))
+            else:
+                key = f"{name}@{backend}"
+                if key not in slots and not any(isinstance(s, CopyStep) and s.dst == key for s in steps):
+                    source_home = home.get(name, REFERENCE)
+                    steps.append(CopyStep(name, name, key, source_home, backend))
+                keys.append(key)
+        if any(node.subgraphs()):
+            outer = set()
+            for sub in node.subgraphs():
+                outer |= sub.outer_names()
+            captured[len(steps)] = sorted(outer)
+        steps.append(RunStep(node, spec.opset, backend, scheme, reason, tuple(keys), node.outputs))
+        for name in node.outputs:
+            if name:
+                home[name] = backend
+    outputs = []
+    for value in graph.outputs:
+        outputs.append(value.name)
+    first, last = _liveness(steps, captured, outputs)
+    for value in graph.inputs:
+        first[value.name] = -1
+        last.setdefault(value.name, -1)
+    for key in list(first):
+        if key in slots:
+            continue
+        base = key.split("@")[0] if key not in types else key
+        owner = key.split("@")[1] if "@" in key and key not in types else home.get(key, REFERENCE)
+        t = types.get(base)
+        storage = Storage.ARENA if _static_tensor(t) else None
+        nbytes = int(t.numel() * t.dtype.itemsize) if storage else 0  # type: ignore[union-attr, operator]
+        slots[key] = Slot(key, owner, t, storage, 0, nbytes, first[key], last[key])
+    arenas: dict[str, ArenaPlan] = {}
+    for backend in sorted({s.backend for s in slots.values()}):
+        intervals = [Interval(s.key, s.nbytes, s.first, s.last) for s in slots.values()
+                     if s.backend == backend and s.storage is Storage.ARENA]
+        arena = plan_arena(intervals, reuse=reuse)
+        verify_no_overlap(intervals, arena)
+        arenas[backend] = arena
+        for iv in intervals:
+            old = slots[iv.key]
+            slots[iv.key] = Slot(old.key, old.backend, old.type, old.storage, arena.offsets[iv.key],
+                                 old.nbytes, old.first, old.last)
+    return Plan(graph=graph, input_types=dict(input_types), steps=tuple(steps), slots=slots,
+                arenas=arenas, outputs=tuple(outputs), backends=tuple(b.name for b in backends),
+                folded=folded, specs=specs)
