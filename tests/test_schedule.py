@@ -1,0 +1,142 @@
+"""Pre-inference: memory planning, plan caching per shape signature, explain and arena mode."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto, helper
+
+import refmnn
+from refmnn.schedule import plan as plan_module
+from refmnn.schedule.memory import Interval, align, lower_bound, plan_arena, verify_no_overlap
+from tests.helpers import add_relu_model, make_model
+
+intervals = st.lists(
+    st.tuples(st.integers(1, 5000), st.integers(-1, 30), st.integers(0, 12)).map(
+        lambda t: (t[0], t[1], t[1] + t[2])),
+    min_size=1, max_size=40,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(intervals)
+def test_planner_never_overlaps_live_values_and_respects_the_lower_bound(raw):
+    ivs = [Interval(f"v{i}", n, first, last) for i, (n, first, last) in enumerate(raw)]
+    arena = plan_arena(ivs)
+    verify_no_overlap(ivs, arena)
+    assert arena.lower_bound == lower_bound(ivs)
+    assert arena.lower_bound <= arena.peak <= arena.total
+    assert all(offset % 64 == 0 for offset in arena.offsets.values())
+
+
+def test_planner_reaches_the_bound_on_a_chain_and_shrinking_values():
+    chain = [Interval(f"v{i}", 4096, i, i + 1) for i in range(20)]
+    assert plan_arena(chain).peak == plan_arena(chain).lower_bound == 2 * 4096
+    shrinking = [Interval(f"v{i}", 1000 * (20 - i), i, i + 1) for i in range(20)]
+    arena = plan_arena(shrinking)
+    assert arena.lower_bound == align(20000) + align(19000)
+    assert arena.peak == arena.lower_bound
+
+
+def test_lower_bound_is_not_always_reachable_and_the_plan_says_so():
+    """Sizes 1, 2, 3 (KB) repeating along a chain: no placement reaches the bound (3 + 2)."""
+    ivs = [Interval(f"v{i}", 1000 * (i % 3 + 1), i, i + 1) for i in range(20)]
+    arena = plan_arena(ivs)
+    verify_no_overlap(ivs, arena)
+    assert arena.lower_bound == align(3000) + align(2000)
+    assert arena.peak == align(3000) + align(2000) + align(1000)
+
+
+def test_verify_no_overlap_catches_a_bad_plan():
+    ivs = [Interval("a", 128, 0, 2), Interval("b", 128, 1, 3)]
+    good = plan_arena(ivs)
+    bad = type(good)(offsets={"a": 0, "b": 64}, sizes=good.sizes, peak=256, total=256, lower_bound=256)
+    with pytest.raises(AssertionError, match="overlap: 'a'"):
+        verify_no_overlap(ivs, bad)
+
+
+def test_arena_mode_turns_a_planning_bug_into_a_wrong_answer(monkeypatch):
+    """If the planner put every value at offset 0, the reference itself would compute garbage."""
+    feeds = {"A": np.full((2, 3), 3, np.float32), "B": np.full((2, 3), -1, np.float32)}
+    want = refmnn.Session(add_relu_model()).run(feeds)["Y"]
+
+    def broken(ivs, *, reuse=True):
+        arena = plan_arena(ivs, reuse=reuse)
+        return type(arena)({k: 0 for k in arena.offsets}, arena.sizes, arena.peak, arena.total,
+                           arena.lower_bound)
+
+    monkeypatch.setattr(plan_module, "plan_arena", broken)
+    monkeypatch.setattr(plan_module, "verify_no_overlap", lambda ivs, arena: None)
+    got = refmnn.Session(add_relu_model()).run(feeds)["Y"]
+    assert not np.array_equal(got, want)
+
+
+def test_plan_is_cached_per_shape_signature(monkeypatch):
+    calls = []
+    original = plan_module.compile_plan
+
+    def counting(*args, **kwargs):
+        calls.append(args[1])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr("refmnn.session.compile_plan", counting)
+    session = refmnn.Session(add_relu_model(("N", 3)))
+    for n in (2, 2, 5, 2, 5):
+        x = np.ones((n, 3), np.float32)
+        session.run({"A": x, "B": x})
+    assert len(calls) == 2
+    assert session.resize({"A": (2, 3), "B": (2, 3)}) is session.plan
+    assert len(calls) == 2
+
+
+def test_explain_reports_memory_and_json_is_deterministic(tmp_path):
+    session = refmnn.Session(add_relu_model())
+    table = session.explain()
+    assert "add0" in table and "Add@17" in table and "arena peak" in table and "lower bound" in table
+    first = session.plan.to_json()
+    again = refmnn.Session(add_relu_model()).resize().to_json()
+    assert first == again
+    data = json.loads(first)
+    assert [s["node"] for s in data["steps"]] == ["add0", "relu0"]
+    assert data["memory"]["reference"]["peak"] <= data["memory"]["reference"]["total"]
+
+
+def test_explain_plot_writes_a_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    from refmnn.cli import main
+
+    path = tmp_path / "m.onnx"
+    path.write_bytes(add_relu_model(("N", 3)).SerializeToString())
+    png = tmp_path / "plan.png"
+    assert main(["explain", str(path), "--shape", "A=4,3", "--shape", "B=4,3", "--plot", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_explain_without_shapes_for_symbolic_inputs_names_them():
+    session = refmnn.Session(add_relu_model(("N", 3)))
+    with pytest.raises(refmnn.UsageError, match="symbolic or unknown dims \\['N'\\]"):
+        session.explain()
+
+
+def test_shape_chains_are_folded_at_known_shapes():
+    f, i64 = TensorProto.FLOAT, TensorProto.INT64
+    nodes = [helper.make_node("Shape", ["X"], ["s"], name="shape"),
+             helper.make_node("Gather", ["s", "zero"], ["n"], name="gather", axis=0),
+             helper.make_node("Unsqueeze", ["n", "zero1"], ["n1"], name="unsq"),
+             helper.make_node("Concat", ["n1", "minus1"], ["newshape"], name="concat", axis=0),
+             helper.make_node("Reshape", ["X", "newshape"], ["Y"], name="reshape")]
+    inits = [helper.make_tensor("zero", i64, [], [0]), helper.make_tensor("zero1", i64, [1], [0]),
+             helper.make_tensor("minus1", i64, [1], [-1])]
+    model = make_model(nodes, [("X", f, ["N", 2, 3])], [("Y", f, ["N", 6])], initializers=inits)
+    session = refmnn.Session(model)
+    x = np.arange(24, dtype=np.float32).reshape(4, 2, 3)
+    np.testing.assert_array_equal(session.run({"X": x})["Y"], x.reshape(4, 6))
+    ran = [s.node.op for s in session.plan.steps]
+    assert ran == ["Reshape"]
+    assert set(session.plan.folded) == {"s", "n", "n1", "newshape"}
+    everything = session.run({"X": x}, intermediates=True)
+    np.testing.assert_array_equal(everything["newshape"], [4, -1])
