@@ -214,10 +214,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(args.model, cache_dir=args.cache_dir, seed=args.seed)
 
 
-def cmd_bench(args: argparse.Namespace) -> int:
-    from refmnn.benchmark.cli import main as bench_main
-
-    return bench_main(args.bench_args)
+PASSTHROUGH = {
+    "bench": ("refmnn.benchmark.cli", "benchmark refmnn against peer engines (see bench/README.md)"),
+    "conformance": ("refmnn_conformance.cli", "run the conformance suite against a backend"),
+}
+"""Subcommands with their own argument parsers: everything after the name is handed over."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -257,13 +258,22 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=0)
     demo.set_defaults(func=cmd_demo)
 
-    bench = sub.add_parser("bench", help="benchmark refmnn against peer engines", add_help=False)
-    bench.add_argument("bench_args", nargs=argparse.REMAINDER)
-    bench.set_defaults(func=cmd_bench)
+    for name, (_, text) in PASSTHROUGH.items():
+        sub.add_parser(name, help=text + f"; `refmnn {name} --help` for its options", add_help=False)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in PASSTHROUGH:
+        import importlib
+
+        module = importlib.import_module(PASSTHROUGH[argv[0]][0])
+        try:
+            return int(module.main(argv[1:]))
+        except RefmnnError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

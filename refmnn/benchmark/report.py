@@ -1,0 +1,236 @@
+"""Results: one JSON record per (model, engine, threads), a terminal table, a Markdown table.
+
+A record's ``status`` is one of:
+
+``ok``              timed; outputs within the tolerance of the baseline (refmnn reference)
+``differs``         timed; outputs beyond the tolerance (``accuracy`` says by how much)
+``unchecked``       timed; no baseline outputs to compare with
+``failed``          the engine raised or crashed (``error`` says what)
+``not-installed``   the engine's Python package is missing
+``not-applicable``  e.g. torch eager for an .onnx file that is not a zoo model
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from refmnn.benchmark.engines import ModelSpec
+from refmnn.benchmark.runner import FALLBACK_BASELINE, Job, Options, summarize
+
+RECORD_FIELDS = (
+    "model", "engine", "threads", "status", "median_ms", "min_ms", "max_ms", "repeat",
+    "first_run_ms", "gflops_per_s", "ratio_to_onnxruntime", "accuracy", "versions",
+)
+"""Fields every record has (values may be null); the smoke test checks them."""
+
+
+def make_record(spec: ModelSpec, job: Job, options: Options, machine: dict[str, Any]
+                ) -> dict[str, Any]:
+    """The JSON record of one finished job."""
+    stats = summarize(job)
+    status = job.status
+    if status in ("ok", "differs") and job.accuracy.get("within_tolerance") is None:
+        status = "unchecked"
+    median = stats.get("median_ms")
+    gflops = spec.flops / (median * 1e6) if spec.flops and median else None
+    return {
+        "model": spec.name,
+        "model_source": "zoo" if spec.zoo else "file",
+        "model_path": spec.path,
+        "inputs": [[n, list(s), d] for n, s, d in spec.inputs],
+        "flops": spec.flops,
+        "flops_source": spec.flops_source,
+        "engine": job.engine.name,
+        "engine_kind": job.engine.kind,
+        "engine_version": job.load.get("version") or job.engine.version(),
+        "threads": job.threads,
+        "status": status,
+        "error": job.error,
+        "median_ms": median,
+        "min_ms": stats.get("min_ms"),
+        "max_ms": stats.get("max_ms"),
+        "mean_ms": stats.get("mean_ms"),
+        "stdev_ms": stats.get("stdev_ms"),
+        "times_ms": [round(t, 4) for t in job.times],
+        "repeat": len(job.times),
+        "warmup": job.warmup,
+        "reduced_repeats": job.reduced,
+        "first_run_ms": stats.get("first_run_ms", _first_run(job)),
+        "import_ms": job.load.get("import_ms"),
+        "create_ms": job.load.get("create_ms"),
+        "first_infer_ms": job.load.get("first_infer_ms"),
+        "convert_ms": job.convert_ms,
+        "converted": job.artifacts.get("converted"),
+        "gflops_per_s": gflops,
+        "ratio_to_onnxruntime": None,
+        "accuracy": job.accuracy or None,
+        "versions": machine["versions"],
+        "machine": {"cpu": machine["cpu"]["model"], "arch": machine["cpu"]["arch"],
+                    "usable_cores": machine["cpu"]["usable_cores"],
+                    "blas": machine["blas"].get("name"), "host": machine["host"]},
+        "options": {"repeat": options.repeat, "warmup": options.warmup,
+                    "max_seconds": options.max_seconds, "seed": options.seed,
+                    "rel_l2_tolerance": options.rel_l2_tolerance},
+        "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def _first_run(job: Job) -> float | None:
+    if "create_ms" in job.load and "first_infer_ms" in job.load:
+        return job.load["create_ms"] + job.load["first_infer_ms"]
+    return None
+
+
+def add_ratios(records: list[dict[str, Any]]) -> None:
+    """Fill ``ratio_to_onnxruntime`` = median / onnxruntime's median (same model, threads)."""
+    ort = {(r["model"], r["threads"]): r["median_ms"] for r in records
+           if r["engine"] == FALLBACK_BASELINE and r["median_ms"]}
+    for r in records:
+        base = ort.get((r["model"], r["threads"]))
+        if base and r["median_ms"]:
+            r["ratio_to_onnxruntime"] = r["median_ms"] / base
+
+
+# -- tables -------------------------------------------------------------------------------
+
+COLUMNS = ("model", "engine", "thr", "median ms", "min ms", "max ms", "runs", "first run ms",
+           "GFLOP/s", "x ORT", "rel L2", "max abs", "status")
+
+
+def _num(value: float | None, digits: int = 2) -> str:
+    if value is None:
+        return "-"
+    if value >= 1000:
+        return f"{value:,.0f}"
+    if value >= 100:
+        return f"{value:.1f}"
+    return f"{value:.{digits}f}"
+
+
+def _sci(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1e}"
+
+
+def rows(records: Iterable[dict[str, Any]]) -> list[list[str]]:
+    out = []
+    for r in records:
+        acc = r.get("accuracy") or {}
+        status = r["status"]
+        if r.get("reduced_repeats"):
+            status += " (fewer runs)"
+        if status in ("failed", "not-installed", "not-applicable") and r.get("error"):
+            status += f": {_short(r['error'])}"
+        ratio = r.get("ratio_to_onnxruntime")
+        out.append([
+            r["model"], r["engine"], str(r["threads"]), _num(r["median_ms"]), _num(r["min_ms"]),
+            _num(r["max_ms"]), str(r["repeat"]) if r["median_ms"] else "-",
+            _num(r["first_run_ms"]), _num(r["gflops_per_s"]),
+            "-" if ratio is None else f"{ratio:.2f}", _sci(acc.get("rel_l2")),
+            _sci(acc.get("max_abs")), status,
+        ])
+    return out
+
+
+def _short(text: str, width: int = 70) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def text_table(records: Sequence[dict[str, Any]]) -> str:
+    """An aligned plain-text table (numbers right-aligned)."""
+    body = rows(records)
+    widths = [max(len(h), *(len(row[i]) for row in body)) if body else len(h)
+              for i, h in enumerate(COLUMNS)]
+    right = set(range(2, 12))
+
+    def fmt(row: Sequence[str]) -> str:
+        cells = [c.rjust(w) if i in right else c.ljust(w)
+                 for i, (c, w) in enumerate(zip(row, widths, strict=True))]
+        return "  ".join(cells).rstrip()
+
+    lines = [fmt(COLUMNS), "  ".join("-" * w for w in widths)]
+    previous = None
+    for row, r in zip(body, records, strict=True):
+        if previous is not None and r["model"] != previous:
+            lines.append("")
+        previous = r["model"]
+        lines.append(fmt(row))
+    return "\n".join(lines)
+
+
+def markdown_table(records: Sequence[dict[str, Any]]) -> str:
+    body = rows(records)
+    lines = ["| " + " | ".join(COLUMNS) + " |",
+             "|" + "|".join("---" if i < 2 or i == 12 else "---:" for i in range(len(COLUMNS)))
+             + "|"]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in body]
+    return "\n".join(lines)
+
+
+def notes(records: Sequence[dict[str, Any]]) -> list[str]:
+    """Human-readable notes: baselines, reduced repetitions, accuracy flags, failures."""
+    out: list[str] = []
+    seen_baseline: set[str] = set()
+    for r in records:
+        acc = r.get("accuracy") or {}
+        if acc.get("baseline_note") and r["model"] not in seen_baseline:
+            seen_baseline.add(r["model"])
+            out.append(f"{r['model']}: accuracy baseline is {acc.get('baseline')} "
+                       f"({_short(acc['baseline_note'], 160)})")
+        if r.get("reduced_repeats"):
+            out.append(f"{r['model']} / {r['engine']} / {r['threads']} thr: "
+                       f"{r['reduced_repeats']}")
+        if r["status"] == "differs":
+            out.append(f"{r['model']} / {r['engine']} / {r['threads']} thr: outputs differ from "
+                       f"{acc.get('baseline')} beyond rel L2 {acc.get('rel_l2_tolerance'):g} "
+                       f"(rel L2 {_sci(acc.get('rel_l2'))}, max abs {_sci(acc.get('max_abs'))}"
+                       f"{'; ' + acc['note'] if acc.get('note') else ''})")
+        if r["status"] in ("failed", "not-installed", "not-applicable"):
+            out.append(f"{r['model']} / {r['engine']} / {r['threads']} thr: {r['status']}: "
+                       f"{_short(r.get('error') or '', 300)}")
+    return out
+
+
+def markdown_report(records: Sequence[dict[str, Any]], machine: dict[str, Any],
+                    options: Options, command: str, chart: str | None) -> str:
+    from refmnn.benchmark.machine import summary_line
+
+    versions = ", ".join(f"{k} {v}" for k, v in machine["versions"].items() if v)
+    missing = ", ".join(k for k, v in machine["versions"].items() if v is None)
+    lines = [
+        "# refmnn benchmark",
+        "",
+        f"- Command: `{command}`",
+        f"- Date: {machine['timestamp']}",
+        f"- Machine: {summary_line(machine)}",
+        f"- Versions: {versions}" + (f" (not installed: {missing})" if missing else ""),
+        f"- Thread counts: {', '.join(map(str, options.threads))}; per (engine, threads): "
+        f"{options.warmup} warm-up + {options.repeat} timed runs, interleaved rounds, "
+        f"budget {options.max_seconds:g} s (slow engines get fewer runs, noted below)",
+        f"- Load average at start / end: {machine.get('load_average_start')} / "
+        f"{machine.get('load_average_end')}",
+        f"- Accuracy: relative L2 and max abs vs refmnn's reference outputs; tolerance rel L2 "
+        f"{options.rel_l2_tolerance:g}",
+        "- Latencies in ms (median, min, max of the timed runs); first run = session creation "
+        "+ first inference; x ORT = median / onnxruntime median at the same thread count; "
+        "GFLOP/s = model FLOPs / median",
+        "",
+        markdown_table(records),
+        "",
+    ]
+    extra = notes(records)
+    if extra:
+        lines += ["## Notes", ""] + [f"- {n}" for n in extra] + [""]
+    if chart:
+        lines += [f"![latency relative to onnxruntime]({chart})", ""]
+    return "\n".join(lines)
+
+
+def write_jsonl(records: Iterable[dict[str, Any]], path: Path) -> None:
+    with open(path, "w") as f:
+        for r in records:
+            f.write(json.dumps(r, sort_keys=False, default=str) + "\n")

@@ -1,0 +1,94 @@
+"""Smoke tests of the benchmark harness (refmnn.benchmark). Timings are never asserted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from refmnn.benchmark import cli, engines, report
+from refmnn.benchmark.models import onnx_flops
+from refmnn.benchmark.runner import _spread, compare
+
+
+def _tiny_model(path: Path) -> Path:
+    """y = Relu(x + b), x: (1, 8, 16, 16): ops every refmnn build has."""
+    bias = numpy_helper.from_array(
+        np.random.default_rng(0).standard_normal((1, 8, 1, 1)).astype(np.float32), "b")
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "b"], ["t"]), helper.make_node("Relu", ["t"], ["y"])],
+        "tiny",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 16, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 16, 16])],
+        [bias])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+def test_cli_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("matplotlib")
+    model = _tiny_model(tmp_path / "tiny.onnx")
+    out = tmp_path / "out"
+    real_installed = engines._installed
+    # pretend MNN is missing: it must be reported, not dropped
+    monkeypatch.setattr(engines, "_installed", lambda m: m != "MNN" and real_installed(m))
+    code = cli.main([str(model), "--repeat", "2", "--warmup", "1", "--threads", "1",
+                     "--peers", "onnxruntime,mnn", "--out", str(out), "--no-progress",
+                     "--cache-dir", str(tmp_path / "cache")])
+    assert code == 0
+    for name in ("results.jsonl", "results.md", "machine.json", "latency_vs_onnxruntime.png"):
+        assert (out / name).is_file() and (out / name).stat().st_size > 0, name
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert [(r["engine"], r["threads"]) for r in records] == [
+        ("refmnn-reference", 1), ("onnxruntime", 1), ("mnn", 1)]
+    for r in records:
+        assert set(report.RECORD_FIELDS) <= set(r), r.keys()
+    by_engine = {r["engine"]: r for r in records}
+    assert by_engine["mnn"]["status"] == "not-installed"
+    for name in ("refmnn-reference", "onnxruntime"):
+        r = by_engine[name]
+        assert r["status"] == "ok", r["error"]
+        assert r["repeat"] == 2 and len(r["times_ms"]) == 2
+        assert r["min_ms"] <= r["median_ms"] <= r["max_ms"]
+        assert r["accuracy"]["baseline"] == "refmnn-reference"
+        assert r["accuracy"]["rel_l2"] <= 1e-6
+        assert r["ratio_to_onnxruntime"] is not None
+    assert by_engine["onnxruntime"]["ratio_to_onnxruntime"] == 1.0
+    markdown = (out / "results.md").read_text()
+    assert "| tiny | onnxruntime | 1 |" in markdown and "not-installed" in markdown
+    machine = json.loads((out / "machine.json").read_text())
+    assert machine["threads"] == [1] and machine["versions"]["numpy"]
+
+
+def test_compare_and_spread() -> None:
+    ref = [np.ones((2, 3), np.float32)]
+    assert compare([np.ones((2, 3), np.float32)], ref) == {"rel_l2": 0.0, "max_abs": 0.0}
+    off = compare([np.full((2, 3), 1.5, np.float32)], ref)
+    assert off["rel_l2"] == pytest.approx(0.5) and off["max_abs"] == pytest.approx(0.5)
+    assert compare([], ref)["rel_l2"] is None
+    assert _spread(3, 3) == [0, 1, 2]
+    spread = _spread(4, 20)
+    assert len(set(spread)) == 4 and spread[0] == 0 and max(spread) < 20
+
+
+def test_onnx_flops_counts_matmul_and_conv() -> None:
+    w = numpy_helper.from_array(np.zeros((4, 3, 3, 3), np.float32), "w")
+    m = numpy_helper.from_array(np.zeros((4 * 6 * 6, 5), np.float32), "m")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"]),
+         helper.make_node("Reshape", ["c", "shape"], ["r"]),
+         helper.make_node("MatMul", ["r", "m"], ["y"])],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [w, m, numpy_helper.from_array(np.array([1, -1], np.int64), "shape")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    conv_macs = 4 * 6 * 6 * 3 * 3 * 3
+    matmul_macs = 5 * 144
+    assert onnx_flops(model) == 2 * (conv_macs + matmul_macs)
