@@ -24,7 +24,8 @@ FOLD_LIMIT = 4096
 """Largest number of elements a value may have to be propagated as a known constant."""
 
 UNFOLDABLE = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
-                        "Bernoulli", "Multinomial", "If", "Loop", "Scan", "SequenceMap"})
+                        "Bernoulli", "Multinomial", "Dropout", "If", "Loop", "Scan",
+                        "SequenceMap"})
 
 
 @dataclass(frozen=True, slots=True)

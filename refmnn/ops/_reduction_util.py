@@ -1,0 +1,85 @@
+"""Helpers shared by the reduction, linear-algebra, normalisation and loss families.
+
+Private to those families: the dtype a reference computes in, axis handling for reductions
+and the matching shape rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from refmnn.dtypes import DType, compute_dtype
+from refmnn.graph import Dim, TensorType
+from refmnn.ops._infer import dtype_of, shape_of
+from refmnn.ops._schema import InferContext
+
+
+def work_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype arithmetic runs in: float16, bfloat16 and narrower floats compute in float32
+    (and round once at the end); every other dtype computes in itself."""
+    dtype = np.dtype(dtype)
+    if dtype == np.float16:
+        return np.dtype(np.float32)
+    return compute_dtype(dtype)
+
+
+def to_work(x: np.ndarray) -> np.ndarray:
+    """``x`` in its working dtype (no copy when it already is)."""
+    return np.asarray(x, dtype=work_dtype(x.dtype))
+
+
+def stash_dtype(stash_type: int) -> np.dtype:
+    """The NumPy dtype named by a ``stash_type`` attribute (an ONNX TensorProto code)."""
+    return DType.from_onnx(int(stash_type)).numpy
+
+
+def check_axes(axes: Sequence[int], rank: int) -> tuple[int, ...]:
+    """Normalise possibly negative axes into [0, rank); reject out-of-range and repeated ones."""
+    out = []
+    for axis in axes:
+        axis = int(axis)
+        if not -rank <= axis < max(rank, 1) or (rank == 0 and axis not in (0, -1)):
+            raise ValueError(f"axis {axis} is out of range for rank {rank}")
+        out.append(axis % rank if rank else 0)
+    if len(set(out)) != len(out):
+        raise ValueError(f"repeated axis in {list(axes)}")
+    return tuple(out) if rank else ()
+
+
+def reduce_axes_from(data_rank: int, axes: Sequence[int] | np.ndarray | None,
+                     noop_with_empty_axes: int) -> tuple[int, ...]:
+    """The axes a Reduce* op reduces over: all of them when ``axes`` is missing or empty,
+    unless ``noop_with_empty_axes`` is set, in which case none (the reduction is the identity)."""
+    listed = [] if axes is None else [int(a) for a in np.asarray(axes).reshape(-1)]
+    if not listed:
+        return () if noop_with_empty_axes else tuple(range(data_rank))
+    return check_axes(listed, data_rank)
+
+
+def reduced_shape_rule(ctx: InferContext, data: TensorType | None,
+                       axes_values: Sequence[int] | None, axes_known: bool, keepdims: int,
+                       noop: int, dtype: DType | None = None) -> TensorType:
+    """Shape rule for reductions: ``axes_known`` False means the axes are a run-time input."""
+    out_dtype = dtype if dtype is not None else dtype_of(data)
+    shape = shape_of(data)
+    if shape is None:
+        return TensorType(out_dtype, None)
+    rank = len(shape)
+    if not axes_known:
+        if keepdims:
+            return TensorType(out_dtype, tuple(None if d != 1 else 1 for d in shape))
+        return TensorType(out_dtype, None)
+    try:
+        axes = reduce_axes_from(rank, axes_values, noop)
+    except ValueError as exc:
+        ctx.fail(str(exc))
+    dims: list[Dim] = []
+    for i, d in enumerate(shape):
+        if i in axes:
+            if keepdims:
+                dims.append(1)
+        else:
+            dims.append(d)
+    return TensorType(out_dtype, tuple(dims))
