@@ -45,6 +45,7 @@ class ReferenceKernel(Kernel):
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], workspace: Any | None) -> None:
         spec = self.spec
+        inputs = spec.opdef.pad_inputs(list(inputs))
         if spec.opdef.takes_context:
             result = spec.opdef.reference(*inputs, ctx=self.context, **spec.attrs)
         else:

@@ -244,6 +244,13 @@ class OpDef:
             return self.reference(*inputs, ctx=ctx, **bound)
         return self.reference(*inputs, **bound)
 
+    def pad_inputs(self, inputs: list[Any]) -> list[Any]:
+        """Append None for trailing optional inputs the node omits (non-variadic ops), so the
+        function sees every declared optional input, as None when absent."""
+        if any(p.variadic for p in self.inputs) or len(inputs) >= len(self.inputs):
+            return inputs
+        return inputs + [None] * (len(self.inputs) - len(inputs))
+
     @property
     def min_inputs(self) -> int:
         count = 0

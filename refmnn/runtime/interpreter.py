@@ -148,6 +148,7 @@ class Runner:
         for index, step in enumerate(compiled.steps):
             node = step.node
             inputs = [self._fetch(env, name, step) if name else None for name in node.inputs]
+            inputs = step.opdef.pad_inputs(inputs)
             ctx = OpContext(node, step.opset, self.run_subgraph, self.rng, env, graph)
             try:
                 if step.opdef.takes_context:

@@ -52,7 +52,7 @@ def _try_fold(node: Node, opdef: OpDef, attrs: Mapping[str, Any], opset: int,
               values: list[np.ndarray | None]) -> tuple[Any, ...] | None:
     if node.op in UNFOLDABLE or node.domain not in ("", "ai.onnx") or any(node.subgraphs()):
         return None
-    for name, value in zip(node.inputs, values, strict=True):
+    for name, value in zip(node.inputs, values, strict=False):
         if name and (value is None or not isinstance(value, np.ndarray)):
             return None
         if name and value.size > FOLD_LIMIT:
@@ -93,6 +93,8 @@ def infer_types(
         opdef = registry.find(node.domain, node.op, opset)
         in_types = [types.get(name) if name else None for name in node.inputs]
         values = [constants.get(name) if name else None for name in node.inputs]
+        if opdef is not None:
+            in_types, values = opdef.pad_inputs(in_types), opdef.pad_inputs(values)
         out_types: tuple[ValueType | None, ...] = (None,) * len(node.outputs)
         if opdef is not None:
             attrs = opdef.bind_attrs(node.attrs, where=f"node {node.name!r}: ")
