@@ -1,4 +1,4 @@
-"""The ``refmnn`` command line: run, info, explain, backends, demo, bench.
+"""The ``refmnn`` command line: run, info, explain, backends, compare, demo, bench.
 
 This is the only module that reads the environment or prints for the user. Every refmnn error
 is printed as one ``error:`` line (plus its notes) with exit status 2; nothing prints a traceback
@@ -208,6 +208,13 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from refmnn.backends.registry import BackendRegistry
+    from refmnn.compare import run_command
+
+    return run_command(args, BackendRegistry(blocked=_blocked(args)))
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from refmnn.demo import run_demo
 
@@ -251,6 +258,21 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--plot", metavar="FILE.png", help="save a picture of the memory plan")
     explain.add_argument("--disable-backend", action="append", default=[], metavar="NAME")
     explain.set_defaults(func=cmd_explain)
+
+    compare = sub.add_parser("compare", help="run two backends, find the first node where they diverge")
+    compare.add_argument("model")
+    compare.add_argument("--backends", required=True, metavar="A,B",
+                         help="two backends to compare (one with --golden or --save-golden)")
+    compare.add_argument("--atol", type=float, default=1e-5)
+    compare.add_argument("--rtol", type=float, default=1e-4)
+    compare.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
+    compare.add_argument("--shape", action="append", default=[], metavar="NAME=D1,D2,...")
+    compare.add_argument("--seed", type=int, default=None, help="seed of the random inputs (default 0)")
+    compare.add_argument("--save-golden", metavar="DIR", help="save A's inputs and values as a golden set")
+    compare.add_argument("--golden", metavar="DIR", help="compare against a saved golden set instead of A")
+    compare.add_argument("--json", action="store_true", help="deterministic JSON instead of a table")
+    compare.add_argument("--disable-backend", action="append", default=[], metavar="NAME")
+    compare.set_defaults(func=cmd_compare)
 
     demo = sub.add_parser("demo", help="export a zoo model, run it on every backend, compare")
     demo.add_argument("model", nargs="?", default="resnet18")

@@ -144,7 +144,7 @@ def compute_dtype(dtype: np.dtype) -> np.dtype:
     in int32; every other dtype computes in itself.
     """
     dtype = np.dtype(dtype)
-    if dtype in _NARROW_NUMPY_FLOAT:
+    if dtype in _NARROW_NUMPY_FLOAT or dtype == np.float16:
         return np.dtype(np.float32)
     if dtype in _NARROW_NUMPY_INT:
         return np.dtype(np.int32)

@@ -127,7 +127,8 @@ class Runner:
             raise ShapeError(f"subgraph {graph.name!r} takes {len(graph.inputs)} inputs, got {len(inputs)}")
         feeds = {v.name: value for v, value in zip(graph.inputs, inputs, strict=True)}
         env = self.execute(compiled, feeds, outer)
-        return [env[v.name] for v in graph.outputs]
+        # ONNX lets a subgraph output name an outer-scope value directly (no Identity node).
+        return [env[v.name] if v.name in env else outer[v.name] for v in graph.outputs]
 
     def execute(
         self,
