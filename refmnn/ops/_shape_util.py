@@ -1,4 +1,5 @@
-"""Private helpers shared by the shape and indexing families (refmnn.ops.shape / .indexing).
+"""Private helpers shared by the data-movement families (refmnn.ops.shape, .layout, .split,
+.pad, .constant) and the indexing family (refmnn.ops.indexing).
 
 Run-time helpers raise ``ValueError``/``IndexError`` with a plain message; the interpreter adds
 the node context. Shape-rule helpers work on possibly symbolic dims (int, str symbol or None).

@@ -1,0 +1,196 @@
+"""Fused ops of the ``refmnn`` domain: a producer (Conv, MatMul, Gemm) with its epilogue.
+
+The graph passes of :mod:`refmnn.schedule.optimize` rewrite chains such as Conv -> Relu,
+Conv -> Add(residual) -> Relu, MatMul -> Add(bias) -> Gelu or Gemm -> Relu into one node, so
+that a backend can compute the epilogue while the producer's output is still in registers or
+cache. Each fused op is *defined* by the references it replaces, called in the order the
+unfused graph calls them::
+
+    FusedConv(X, W, B, Z)      = act(Add(Conv(X, W, B), Z))          Z optional
+    FusedMatMul(A, B, bias, Z) = act(Add(Add(MatMul(A, B), bias), Z)) bias, Z optional
+    FusedGemm(A, B, C)         = act(Gemm(A, B, C))
+
+so on the reference backend a fused node computes exactly (bit for bit) what the chain it
+replaced computed, apart from the Gelu recognised from its Erf formula (computed by Gelu's own
+reference, which rounds once instead of after every step).
+
+Activations (the ``activation`` attribute) and their parameters:
+
+==============  =============================================  =====================
+activation      meaning (the reference it calls)               parameters
+==============  =============================================  =====================
+``none``        Y unchanged
+``relu``        Relu-14
+``leaky_relu``  LeakyRelu-16                                   ``activation_alpha``
+``clip``        Clip-13 with scalar bounds of Y's dtype        ``activation_min``,
+                (``relu6`` is clip with 0 and 6; an infinite   ``activation_max``
+                bound clips nothing)
+``sigmoid``     Sigmoid-13
+``tanh``        Tanh-13
+``gelu``        Gelu-20, approximate="none"
+``gelu_tanh``   Gelu-20, approximate="tanh"
+==============  =============================================  =====================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from refmnn.graph import TensorType
+from refmnn.ops import activation as act_ops
+from refmnn.ops import conv as conv_ops
+from refmnn.ops import elementwise as ew_ops
+from refmnn.ops import linalg as linalg_ops
+from refmnn.ops._infer import dtype_of, shape_of
+from refmnn.ops._schema import Attr, InferContext, op
+
+DOMAIN = "refmnn"
+
+ACTIVATIONS = ("none", "relu", "leaky_relu", "clip", "sigmoid", "tanh", "gelu", "gelu_tanh")
+"""Values of the ``activation`` attribute."""
+
+ACTIVATION_ATTRS = (
+    Attr("activation", "string", "none", f"applied last: one of {', '.join(ACTIVATIONS)}"),
+    Attr("activation_alpha", "float", 0.01, "LeakyRelu's slope for negative inputs"),
+    Attr("activation_min", "float", float("-inf"), "clip's lower bound (-inf: none)"),
+    Attr("activation_max", "float", float("inf"), "clip's upper bound (inf: none)"),
+)
+
+
+def apply_activation(y: np.ndarray, activation: str, alpha: float, lo: float, hi: float
+                     ) -> np.ndarray:
+    """The epilogue activation of a fused op, by the reference of the op it stands for."""
+    if activation == "none":
+        return y
+    if activation == "relu":
+        return act_ops.relu.reference(y)
+    if activation == "leaky_relu":
+        return act_ops.leaky_relu.reference(y, alpha=alpha)
+    if activation == "clip":
+        low = None if lo == float("-inf") else np.array(lo, dtype=y.dtype)
+        high = None if hi == float("inf") else np.array(hi, dtype=y.dtype)
+        return ew_ops.clip.reference(y, low, high)
+    if activation == "sigmoid":
+        return act_ops.sigmoid.reference(y)
+    if activation == "tanh":
+        return ew_ops.tanh.reference(y)
+    if activation in ("gelu", "gelu_tanh"):
+        return act_ops.gelu.reference(y, approximate="none" if activation == "gelu" else "tanh")
+    raise ValueError(f"unknown activation {activation!r}; expected one of {ACTIVATIONS}")
+
+
+def _add_residual(y: np.ndarray, z: np.ndarray | None) -> np.ndarray:
+    """y + z by Add's reference; z must broadcast to y's shape without enlarging it."""
+    if z is None:
+        return y
+    out = ew_ops.add.reference(y, z)
+    if out.shape != y.shape:
+        raise ValueError(f"residual of shape {list(z.shape)} would broadcast the result "
+                         f"{list(y.shape)} to {list(out.shape)}")
+    return out
+
+
+def _check_epilogue(ctx: InferContext, y: TensorType, z: TensorType | None,
+                    activation: str) -> TensorType:
+    """Shape rule shared by the fused ops: Y keeps the producer's type; a residual with a known
+    shape must broadcast to it without enlarging it; the activation name must be known."""
+    if activation not in ACTIVATIONS:
+        ctx.fail(f"unknown activation {activation!r}; expected one of {ACTIVATIONS}")
+    ys, zs = shape_of(y), shape_of(z)
+    if ys is not None and zs is not None:
+        if len(zs) > len(ys):
+            ctx.fail(f"residual of rank {len(zs)} is larger than the result's {len(ys)}")
+        for yd, zd in zip(ys[len(ys) - len(zs):], zs, strict=True):
+            if isinstance(yd, int) and isinstance(zd, int) and zd not in (1, yd):
+                ctx.fail(f"residual shape {list(zs)} does not broadcast to {list(ys)}")
+    return y
+
+
+# --- FusedConv --------------------------------------------------------------------------------
+
+
+def _fused_conv_rule(ctx: InferContext, x: TensorType | None, w: TensorType | None,
+                     b: TensorType | None = None, z: TensorType | None = None, *,
+                     activation: str, **attrs: Any) -> TensorType:
+    y = conv_ops._conv_rule(ctx, x, w, b, **{k: v for k, v in attrs.items()
+                                             if not k.startswith("activation")})
+    return _check_epilogue(ctx, y, z, activation)
+
+
+@op("FusedConv", since=1, domain=DOMAIN, inputs=("X", "W", "B?", "Z?"), outputs=("Y",),
+    attrs=(*conv_ops.CONV_ATTRS, *ACTIVATION_ATTRS), infer=_fused_conv_rule)
+def fused_conv(X: np.ndarray, W: np.ndarray, B: np.ndarray | None = None,
+               Z: np.ndarray | None = None, *, auto_pad: str, dilations: Sequence[int] | None,
+               group: int, kernel_shape: Sequence[int] | None, pads: Sequence[int] | None,
+               strides: Sequence[int] | None, activation: str, activation_alpha: float,
+               activation_min: float, activation_max: float) -> np.ndarray:
+    """Y = act(Conv(X, W, B) + Z): a convolution, an optional residual added after the bias,
+    then an activation (module docstring for the list).
+
+    Conv attributes and X, W, B exactly as Conv-11 (:func:`refmnn.ops.conv.conv`); the
+    convolution is rounded to X's dtype before Z is added, as in the unfused graph.
+    Z: optional, broadcastable to Y = (N, M, o1..on) without enlarging it (a ResNet shortcut
+    has Y's shape). Y: Conv's shape and dtype.
+    """
+    y = conv_ops.conv.reference(X, W, B, auto_pad=auto_pad, dilations=dilations, group=group,
+                                kernel_shape=kernel_shape, pads=pads, strides=strides)
+    y = _add_residual(y, Z)
+    return apply_activation(y, activation, activation_alpha, activation_min, activation_max)
+
+
+# --- FusedMatMul ------------------------------------------------------------------------------
+
+
+def _fused_matmul_rule(ctx: InferContext, a: TensorType | None, b: TensorType | None,
+                       bias: TensorType | None = None, z: TensorType | None = None, *,
+                       activation: str, **_: Any) -> TensorType:
+    y = linalg_ops._matmul_rule(ctx, a, b)
+    _check_epilogue(ctx, y, bias, activation)
+    return _check_epilogue(ctx, y, z, activation)
+
+
+@op("FusedMatMul", since=1, domain=DOMAIN, inputs=("A", "B", "bias?", "Z?"), outputs=("Y",),
+    attrs=ACTIVATION_ATTRS, infer=_fused_matmul_rule)
+def fused_matmul(A: np.ndarray, B: np.ndarray, bias: np.ndarray | None = None,
+                 Z: np.ndarray | None = None, *, activation: str, activation_alpha: float,
+                 activation_min: float, activation_max: float) -> np.ndarray:
+    """Y = act((MatMul(A, B) + bias) + Z): MatMul-13, then an optional bias, then an optional
+    residual, each added by Add's reference (rounded to Y's dtype after each step, as in the
+    unfused graph), then the activation (module docstring).
+
+    A, B: as MatMul (numpy.matmul semantics, batch dims broadcast); bias (typically [N]) and Z
+    (typically Y's shape) broadcast to Y without enlarging it. Y: MatMul's shape and dtype.
+    """
+    y = linalg_ops.matmul.reference(A, B)
+    y = _add_residual(_add_residual(y, bias), Z)
+    return apply_activation(y, activation, activation_alpha, activation_min, activation_max)
+
+
+# --- FusedGemm --------------------------------------------------------------------------------
+
+
+def _fused_gemm_rule(ctx: InferContext, a: TensorType | None, b: TensorType | None,
+                     c: TensorType | None = None, *, activation: str, transA: int, transB: int,
+                     **_: Any) -> TensorType:
+    y = linalg_ops._gemm_rule(ctx, a, b, c, transA=transA, transB=transB)
+    return _check_epilogue(ctx, TensorType(dtype_of(a), y.shape), None, activation)
+
+
+@op("FusedGemm", since=1, domain=DOMAIN, inputs=("A", "B", "C?"), outputs=("Y",),
+    attrs=(*linalg_ops._GEMM_ATTRS, *ACTIVATION_ATTRS), infer=_fused_gemm_rule)
+def fused_gemm(A: np.ndarray, B: np.ndarray, C: np.ndarray | None = None, *, alpha: float,
+               beta: float, transA: int, transB: int, activation: str, activation_alpha: float,
+               activation_min: float, activation_max: float) -> np.ndarray:
+    """Y = act(Gemm(A, B, C)) with Gemm-13's meaning: alpha * A' @ B' + beta * C, A' = A.T if
+    transA, B' = B.T if transB, C optional and unidirectionally broadcast to [M, N]; then the
+    activation (module docstring). A: [M, K] ([K, M] if transA); B: [K, N] ([N, K] if transB);
+    Y: [M, N] in A's dtype.
+    """
+    y = linalg_ops._gemm(A, B, C, alpha, beta, transA, transB)
+    return apply_activation(y, activation, activation_alpha, activation_min, activation_max)
+
+
+OPS = (fused_conv, fused_matmul, fused_gemm)
