@@ -24,7 +24,7 @@ from onnx.backend.base import Backend, BackendRep, namedtupledict
 from refmnn.errors import InputError
 from refmnn.session import Session
 
-SESSION_OPTIONS = ("backends", "check", "seed", "registry")
+SESSION_OPTIONS = ("backends", "check", "seed", "registry", "optimize", "arena")
 
 
 def _session_options(kwargs: Mapping[str, Any]) -> dict[str, Any]:

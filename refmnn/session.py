@@ -54,6 +54,11 @@ class Session:
             every value gets its own bytes (no reuse), which isolates planning problems.
         check: validate an ONNX model with ``onnx.checker`` while loading.
         seed: seed of the generator used by random ops that have no ``seed`` attribute.
+        optimize: apply the graph passes of :mod:`refmnn.schedule.optimize` (Dropout/Identity
+            removal, BatchNormalization folding, Conv/MatMul/Gemm epilogue fusion) when
+            planning. None (default): only when an accelerated backend is chosen, fusing only
+            into ops it has kernels for; True: always, every fusion (the reference runs the
+            fused ops); False: never.
     """
 
     def __init__(
@@ -67,6 +72,7 @@ class Session:
         arena: bool = True,
         check: bool = True,
         seed: int = 0,
+        optimize: bool | None = None,
     ) -> None:
         if isinstance(backends, str):
             backends = (backends,)
@@ -81,6 +87,7 @@ class Session:
         }
         self.backends = tuple(names)
         self.arena = arena
+        self.optimize = optimize
         self.graph: Graph = load(model, self.registry, check=check)
         self._runner = Runner(self.registry, np.random.default_rng(seed))
         self._runner.compiled(self.graph)  # resolves every op now: one error lists all misses
@@ -172,7 +179,8 @@ class Session:
         prepared = self._prepared.get(signature)
         if prepared is None:
             backends = [self._backends[name] for name in self.backends]
-            plan = compile_plan(self.graph, types, self.registry, backends, reuse=self.arena)
+            plan = compile_plan(self.graph, types, self.registry, backends, reuse=self.arena,
+                                optimize=self.optimize)
             prepared = Prepared(plan, self._backends, self._runner)
             if len(self._prepared) >= SIGNATURE_CACHE:
                 oldest = next(iter(self._prepared))

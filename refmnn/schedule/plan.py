@@ -233,14 +233,28 @@ def compile_plan(
     backends: Sequence[Backend],
     *,
     reuse: bool = True,
+    optimize: bool | None = None,
 ) -> Plan:
-    """Plan ``graph`` for concrete input types on ``backends`` (in preference order)."""
+    """Plan ``graph`` for concrete input types on ``backends`` (in preference order).
+
+    ``optimize``: run the graph passes of :mod:`refmnn.schedule.optimize` -- None (default):
+    only when an accelerated backend is chosen, fusing only into ops it has kernels for;
+    True: always, every fusion; False: never.
+    """
     inferred = infer_types(graph, input_types, registry)
     original = set(graph.initializers)
     keep = lambda node: node.op in UNFOLDABLE or any(node.subgraphs())  # noqa: E731
     graph = fold_constants(graph, inferred.constants, keep)
     folded = tuple(sorted(set(graph.initializers) - original))
     accelerated = [b for b in backends if b.name != REFERENCE]
+    # Graph optimisation (Dropout/Identity removal, BN folding, fusions): never on a
+    # reference-only plan unless asked, so the golden reference runs the model's own ops.
+    if optimize or (optimize is None and accelerated):
+        from refmnn.schedule.optimize import optimize as optimize_graph, supported_by
+
+        supports = None if optimize else supported_by(accelerated)
+        graph = optimize_graph(graph, registry, input_types, supports=supports)
+        inferred = infer_types(graph, input_types, registry)
     if accelerated:
         types, constants = inferred.types, inferred.constants
 

@@ -1,0 +1,485 @@
+"""Graph optimisation passes (refmnn/schedule/optimize.py) and the fused ops (refmnn/ops/fused.py):
+each pass preserves the reference's results, and refuses where its preconditions fail."""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import refmnn
+from refmnn.converter import load
+from refmnn.demo import rel_l2
+from refmnn.ops import default_registry
+from refmnn.ops.fused import fused_conv, fused_gemm, fused_matmul
+from refmnn.schedule import optimize as opt
+from refmnn.schedule.shapes import infer_types
+from tests.helpers import make_model
+
+F = TensorProto.FLOAT
+REG = default_registry()
+
+
+def _init(name, array):
+    return numpy_helper.from_array(np.asarray(array), name)
+
+
+def _rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+def _graph(model):
+    return load(model, REG)
+
+
+def _optimize(model, passes=opt.DEFAULT_PASSES, supports=None):
+    graph = _graph(model)
+    types = {v.name: v.type for v in graph.inputs}
+    return graph, opt.optimize(graph, REG, types, passes=passes, supports=supports)
+
+
+def _ops(graph):
+    return collections.Counter((n.domain + "::" if n.domain else "") + n.op for n in graph.nodes)
+
+
+def _check_same(model, feeds, *, exact=False, tol=1e-6):
+    """Session(optimize=True) against the plain reference; returns the optimized plan graph."""
+    want = refmnn.Session(model).run(feeds)
+    session = refmnn.Session(model, optimize=True)
+    got = session.run(feeds)
+    assert list(got) == list(want)
+    for key in want:
+        assert got[key].shape == want[key].shape and got[key].dtype == want[key].dtype
+        if exact:
+            np.testing.assert_array_equal(got[key], want[key])
+        else:
+            assert rel_l2(got[key], want[key]) <= tol
+    return session.plan.graph
+
+
+# ---------------------------------------------------------------------------------------------
+# Identity / Dropout
+
+
+def _conv_inits(c_in=3, c_out=4, k=3, seed=0, bias=True):
+    rng = _rng(seed)
+    inits = [_init("W", rng.standard_normal((c_out, c_in, k, k)).astype(np.float32))]
+    if bias:
+        inits.append(_init("B", rng.standard_normal(c_out).astype(np.float32)))
+    return inits
+
+
+X_FEED = {"X": _rng(1).standard_normal((1, 3, 8, 8)).astype(np.float32)}
+
+
+def test_identity_in_the_middle_is_removed():
+    nodes = [helper.make_node("Relu", ["X"], ["a"], name="r0"),
+             helper.make_node("Identity", ["a"], ["b"], name="id"),
+             helper.make_node("Neg", ["b"], ["Y"], name="neg")]
+    model = make_model(nodes, [("X", F, (2, 3))], [("Y", F, (2, 3))])
+    _, graph = _optimize(model, passes=(opt.remove_identities,))
+    assert _ops(graph) == {"Relu": 1, "Neg": 1}
+    assert graph.nodes[1].inputs == ("a",)
+    _check_same(model, {"X": _rng().standard_normal((2, 3)).astype(np.float32)}, exact=True)
+
+
+def test_identity_chain_to_a_graph_output_renames_the_producer():
+    nodes = [helper.make_node("Relu", ["X"], ["a"], name="r0"),
+             helper.make_node("Identity", ["a"], ["b"], name="id0"),
+             helper.make_node("Identity", ["b"], ["Y"], name="id1")]
+    model = make_model(nodes, [("X", F, (2, 3))], [("Y", F, (2, 3))])
+    _, graph = _optimize(model, passes=(opt.remove_identities,))
+    assert [(n.op, n.outputs) for n in graph.nodes] == [("Relu", ("Y",))]
+    _check_same(model, {"X": _rng().standard_normal((2, 3)).astype(np.float32)}, exact=True)
+
+
+def test_identity_from_an_input_or_onto_a_shared_value_is_kept():
+    nodes = [helper.make_node("Identity", ["X"], ["Y"], name="id0"),       # input -> output
+             helper.make_node("Relu", ["X"], ["a"], name="r0"),
+             helper.make_node("Identity", ["a"], ["Z"], name="id1")]       # a is also an output
+    model = make_model(nodes, [("X", F, (2,))], [("Y", F, (2,)), ("Z", F, (2,)), ("a", F, (2,))])
+    original, graph = _optimize(model, passes=(opt.remove_identities,))
+    assert _ops(graph) == _ops(original)
+
+
+def _dropout_model(mask_used=False, training=None, opset=13, mask_listed=True):
+    outs = ["d", "mask"] if mask_listed else ["d"]
+    inputs = ["X"] if training is None else ["X", "", "T"]
+    nodes = [helper.make_node("Dropout", inputs, outs, name="drop"),
+             helper.make_node("Relu", ["d"], ["Y"], name="r0")]
+    outputs = [("Y", F, (2, 3))]
+    if mask_used:
+        nodes.append(helper.make_node("Not", ["mask"], ["M"], name="not"))
+        outputs.append(("M", TensorProto.BOOL, (2, 3)))
+    inits = [] if training is None else [_init("T", np.array(training))]
+    return make_model(nodes, [("X", F, (2, 3))], outputs, initializers=inits, opset=opset)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"mask_listed": False}, {"training": False},
+                                    {"opset": 10}, {"opset": 7}])
+def test_inference_dropout_is_removed(kwargs):
+    model = _dropout_model(**kwargs)
+    _, graph = _optimize(model, passes=(opt.remove_identities,))
+    assert _ops(graph) == {"Relu": 1}
+    _check_same(model, {"X": _rng().standard_normal((2, 3)).astype(np.float32)}, exact=True)
+
+
+@pytest.mark.parametrize("kwargs", [{"mask_used": True}, {"training": True}])
+def test_dropout_whose_mask_is_used_or_training_is_kept(kwargs):
+    model = _dropout_model(**kwargs)
+    original, graph = _optimize(model, passes=(opt.remove_identities,))
+    assert _ops(graph) == _ops(original)
+
+
+def test_training_dropout_6_is_kept():
+    nodes = [helper.make_node("Dropout", ["X"], ["Y"], name="drop", is_test=0)]
+    model = make_model(nodes, [("X", F, (2, 3))], [("Y", F, (2, 3))], opset=6)
+    original, graph = _optimize(model, passes=(opt.remove_identities,))
+    assert _ops(graph) == {"Dropout": 1}
+
+
+def test_dropout_from_input_to_output_becomes_identity():
+    nodes = [helper.make_node("Dropout", ["X"], ["Y"], name="drop")]
+    model = make_model(nodes, [("X", F, (2, 3))], [("Y", F, (2, 3))])
+    _, graph = _optimize(model, passes=(opt.remove_identities,))
+    assert _ops(graph) == {"Identity": 1}
+    _check_same(model, {"X": _rng().standard_normal((2, 3)).astype(np.float32)}, exact=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# BatchNormalization folding
+
+
+def _bn_inits(c, seed=3, prefix=""):
+    rng = _rng(seed)
+    return [_init(prefix + "scale", rng.uniform(0.5, 1.5, c).astype(np.float32)),
+            _init(prefix + "beta", rng.standard_normal(c).astype(np.float32)),
+            _init(prefix + "mean", rng.standard_normal(c).astype(np.float32)),
+            _init(prefix + "var", rng.uniform(0.5, 2.0, c).astype(np.float32))]
+
+
+def _conv_bn_relu(bias=True, second_consumer=False):
+    conv_in = ["X", "W", "B"] if bias else ["X", "W"]
+    nodes = [helper.make_node("Conv", conv_in, ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["c", "scale", "beta", "mean", "var"], ["bn"],
+                              name="bn", epsilon=1e-3),
+             helper.make_node("Relu", ["bn"], ["Y"], name="relu")]
+    outputs = [("Y", F, (1, 6, 8, 8))]
+    if second_consumer:
+        nodes.append(helper.make_node("Sigmoid", ["c"], ["S"], name="sig"))
+        outputs.append(("S", F, (1, 6, 8, 8)))
+    return make_model(nodes, [("X", F, (1, 3, 8, 8))], outputs,
+                      initializers=_conv_inits(c_out=6, bias=bias) + _bn_inits(6))
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_conv_bn_relu_folds_and_fuses(bias):
+    model = _conv_bn_relu(bias=bias)
+    _, folded = _optimize(model, passes=(opt.fold_batchnorm, opt.drop_unused_initializers))
+    assert _ops(folded) == {"Conv": 1, "Relu": 1}
+    assert set(folded.initializers) == {"W/bn_folded", "bn/bias_folded"}
+    _, graph = _optimize(model)
+    assert _ops(graph) == {"refmnn::FusedConv": 1}
+    assert graph.nodes[0].attrs["activation"] == "relu"
+    _check_same(model, X_FEED, tol=1e-5)
+
+
+def test_bn_with_a_second_consumer_of_the_conv_output_is_not_folded():
+    model = _conv_bn_relu(second_consumer=True)
+    original, graph = _optimize(model, passes=(opt.fold_batchnorm,))
+    assert _ops(graph) == _ops(original)
+    # the full pipeline still turns the standalone BN into Mul + Add and fuses nothing into conv
+    _, graph = _optimize(model)
+    assert _ops(graph)["Conv"] == 1 and "BatchNormalization" not in _ops(graph)
+    _check_same(model, X_FEED, tol=1e-5)
+
+
+def test_bn_in_training_mode_is_not_folded():
+    nodes = [helper.make_node("Conv", ["X", "W"], ["c"], name="conv"),
+             helper.make_node("BatchNormalization", ["c", "scale", "beta", "mean", "var"],
+                              ["Y", "rm", "rv"], name="bn", training_mode=1)]
+    model = make_model(nodes, [("X", F, (1, 3, 8, 8))],
+                       [("Y", F, (1, 6, 6, 6)), ("rm", F, (6,)), ("rv", F, (6,))],
+                       initializers=_conv_inits(c_out=6, bias=False) + _bn_inits(6), opset=15)
+    original, graph = _optimize(model, passes=(opt.fold_batchnorm, opt.decompose_batchnorm))
+    assert _ops(graph) == _ops(original)
+
+
+def test_standalone_bn_becomes_mul_add():
+    nodes = [helper.make_node("BatchNormalization", ["X", "scale", "beta", "mean", "var"], ["Y"],
+                              name="bn")]
+    model = make_model(nodes, [("X", F, (2, 6, 4, 4))], [("Y", F, (2, 6, 4, 4))],
+                       initializers=_bn_inits(6))
+    _, graph = _optimize(model)
+    assert _ops(graph) == {"Mul": 1, "Add": 1}
+    _check_same(model, {"X": _rng().standard_normal((2, 6, 4, 4)).astype(np.float32)}, tol=1e-6)
+
+
+@pytest.mark.parametrize("trans_b", [0, 1])
+def test_gemm_bn_folds(trans_b):
+    rng = _rng(5)
+    w = rng.standard_normal((6, 5) if trans_b else (5, 6)).astype(np.float32)
+    nodes = [helper.make_node("Gemm", ["X", "W", "C"], ["g"], name="gemm", transB=trans_b,
+                              alpha=0.5, beta=2.0),
+             helper.make_node("BatchNormalization", ["g", "scale", "beta", "mean", "var"], ["Y"],
+                              name="bn")]
+    model = make_model(nodes, [("X", F, (3, 5))], [("Y", F, (3, 6))],
+                       initializers=[_init("W", w), _init("C", rng.standard_normal(6)
+                                                          .astype(np.float32))] + _bn_inits(6))
+    _, graph = _optimize(model, passes=(opt.fold_batchnorm,))
+    assert _ops(graph) == {"Gemm": 1}
+    _check_same(model, {"X": rng.standard_normal((3, 5)).astype(np.float32)}, tol=1e-5)
+
+
+@pytest.mark.parametrize("group", [1, 2])
+def test_conv_transpose_bn_folds(group):
+    rng = _rng(6)
+    nodes = [helper.make_node("ConvTranspose", ["X", "W", "B"], ["t"], name="convT", group=group,
+                              strides=[2, 2]),
+             helper.make_node("BatchNormalization", ["t", "scale", "beta", "mean", "var"], ["Y"],
+                              name="bn")]
+    inits = [_init("W", rng.standard_normal((4, 6 // group, 3, 3)).astype(np.float32)),
+             _init("B", rng.standard_normal(6).astype(np.float32))] + _bn_inits(6)
+    model = make_model(nodes, [("X", F, (1, 4, 5, 5))], [("Y", F, (1, 6, 11, 11))],
+                       initializers=inits)
+    _, graph = _optimize(model, passes=(opt.fold_batchnorm,))
+    assert _ops(graph) == {"ConvTranspose": 1}
+    _check_same(model, {"X": rng.standard_normal((1, 4, 5, 5)).astype(np.float32)}, tol=1e-5)
+
+
+def test_legacy_bn_6_is_test_folds():
+    nodes = [helper.make_node("Conv", ["X", "W", "B"], ["c"], name="conv"),
+             helper.make_node("BatchNormalization", ["c", "scale", "beta", "mean", "var"], ["Y"],
+                              name="bn", is_test=1)]
+    model = make_model(nodes, [("X", F, (1, 3, 8, 8))], [("Y", F, (1, 6, 6, 6))],
+                       initializers=_conv_inits(c_out=6) + _bn_inits(6), opset=6)
+    _, graph = _optimize(model, passes=(opt.fold_batchnorm,))
+    assert _ops(graph) == {"Conv": 1}
+    _check_same(model, X_FEED, tol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------
+# activation and residual fusion
+
+
+def _conv_then(act_nodes, extra_inits=(), opset=17, outputs=(("Y", F, (1, 4, 8, 8)),)):
+    nodes = [helper.make_node("Conv", ["X", "W", "B"], ["c"], name="conv", pads=[1, 1, 1, 1])]
+    return make_model(nodes + act_nodes, [("X", F, (1, 3, 8, 8))], list(outputs),
+                      initializers=_conv_inits() + list(extra_inits), opset=opset)
+
+
+@pytest.mark.parametrize("case", ["relu", "relu6", "clip6", "leaky", "sigmoid", "tanh", "clip_lo"])
+def test_conv_activation_fuses(case):
+    inits = [_init("zero", np.float32(0)), _init("six", np.float32(6))]
+    act, opset = {
+        "relu": (helper.make_node("Relu", ["c"], ["Y"], name="a"), 17),
+        "relu6": (helper.make_node("Clip", ["c", "zero", "six"], ["Y"], name="a"), 17),
+        "clip6": (helper.make_node("Clip", ["c"], ["Y"], name="a", min=0.0, max=6.0), 6),
+        "leaky": (helper.make_node("LeakyRelu", ["c"], ["Y"], name="a", alpha=0.2), 17),
+        "sigmoid": (helper.make_node("Sigmoid", ["c"], ["Y"], name="a"), 17),
+        "tanh": (helper.make_node("Tanh", ["c"], ["Y"], name="a"), 17),
+        "clip_lo": (helper.make_node("Clip", ["c", "zero"], ["Y"], name="a"), 17),
+    }[case]
+    model = _conv_then([act], inits if opset >= 11 else (), opset=opset)
+    _, graph = _optimize(model)
+    assert _ops(graph) == {"refmnn::FusedConv": 1}
+    assert not graph.initializers.keys() & {"zero", "six"}
+    _check_same(model, X_FEED, exact=True)
+
+
+def _residual_model(z_shape=(1, 4, 8, 8), act=True, c_out=4):
+    nodes = [helper.make_node("Conv", ["X", "W", "B"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["Zin"], ["z"], name="zrelu"),
+             helper.make_node("Add", ["z", "c"], ["s"], name="add")]
+    nodes.append(helper.make_node("Relu", ["s"], ["Y"], name="relu") if act else
+                 helper.make_node("Identity", ["s"], ["Y"], name="out"))
+    return make_model(nodes, [("X", F, (1, 3, 8, 8)), ("Zin", F, z_shape)],
+                      [("Y", F, (z_shape[0], 4, 8, 8))],
+                      initializers=_conv_inits(c_out=c_out))
+
+
+def _residual_feeds(z_shape=(1, 4, 8, 8)):
+    return {**X_FEED, "Zin": _rng(9).standard_normal(z_shape).astype(np.float32)}
+
+
+@pytest.mark.parametrize("act", [True, False])
+def test_conv_add_relu_is_one_fused_conv(act):
+    model = _residual_model(act=act)
+    _, graph = _optimize(model)
+    assert _ops(graph) == {"Relu": 1, "refmnn::FusedConv": 1}
+    fused = graph.nodes[-1]
+    assert fused.inputs == ("X", "W", "B", "z")
+    assert fused.attrs.get("activation", "none") == ("relu" if act else "none")
+    _check_same(model, _residual_feeds(), exact=True)
+
+
+def test_residual_that_would_enlarge_the_output_is_not_fused():
+    model = _residual_model(z_shape=(2, 4, 8, 8), c_out=4)
+    _, graph = _optimize(model)
+    assert _ops(graph)["Add"] == 1 and _ops(graph)["Conv"] == 1
+    _check_same(model, _residual_feeds((2, 4, 8, 8)), exact=True)
+
+
+def test_conv_output_that_is_also_a_graph_output_is_not_fused():
+    model = _conv_then([helper.make_node("Relu", ["c"], ["Y"], name="a")],
+                       outputs=(("Y", F, (1, 4, 8, 8)), ("c", F, (1, 4, 8, 8))))
+    original, graph = _optimize(model)
+    assert _ops(graph) == _ops(original)
+
+
+def test_fusion_is_skipped_when_the_target_lacks_the_fused_op():
+    model = _residual_model()
+    original, graph = _optimize(model, supports=lambda domain, op: domain == "")
+    assert _ops(graph) == _ops(original)
+
+
+def _gelu_chain(x, out, tag):
+    """torch's export of exact Gelu: Mul(Mul(x, Add(Erf(Div(x, sqrt2)), 1)), 0.5)."""
+    return [helper.make_node("Div", [x, "sqrt2"], [f"{tag}d"], name=f"{tag}div"),
+            helper.make_node("Erf", [f"{tag}d"], [f"{tag}e"], name=f"{tag}erf"),
+            helper.make_node("Add", [f"{tag}e", "one"], [f"{tag}a"], name=f"{tag}add"),
+            helper.make_node("Mul", [x, f"{tag}a"], [f"{tag}m"], name=f"{tag}mul"),
+            helper.make_node("Mul", [f"{tag}m", "half"], [out], name=f"{tag}half")]
+
+
+GELU_INITS = [_init("sqrt2", np.float32(np.sqrt(2))), _init("one", np.float32(1)),
+              _init("half", np.float32(0.5))]
+
+
+def test_matmul_bias_gelu_is_one_fused_matmul():
+    rng = _rng(11)
+    nodes = [helper.make_node("MatMul", ["X", "W"], ["m"], name="mm"),
+             helper.make_node("Add", ["bias", "m"], ["h"], name="bias_add"),
+             *_gelu_chain("h", "g", "act"),
+             helper.make_node("MatMul", ["g", "W2"], ["m2"], name="mm2"),
+             helper.make_node("Add", ["m2", "bias2"], ["h2"], name="bias_add2"),
+             helper.make_node("Add", ["X", "h2"], ["Y"], name="residual")]
+    inits = [_init("W", rng.standard_normal((8, 16)).astype(np.float32)),
+             _init("bias", rng.standard_normal(16).astype(np.float32)),
+             _init("W2", rng.standard_normal((16, 8)).astype(np.float32)),
+             _init("bias2", rng.standard_normal(8).astype(np.float32))] + GELU_INITS
+    model = make_model(nodes, [("X", F, (2, 5, 8))], [("Y", F, (2, 5, 8))], initializers=inits)
+    _, gelu_only = _optimize(model, passes=(opt.fuse_gelu,))
+    assert _ops(gelu_only)["Gelu"] == 1 and "Erf" not in _ops(gelu_only)
+    _, graph = _optimize(model)
+    assert _ops(graph) == {"refmnn::FusedMatMul": 2}
+    first, second = graph.nodes
+    assert first.attrs["activation"] == "gelu" and first.inputs == ("X", "W", "bias")
+    assert "activation" not in second.attrs and second.inputs == ("g", "W2", "bias2", "X")
+    _check_same(model, {"X": rng.standard_normal((2, 5, 8)).astype(np.float32)}, tol=1e-6)
+
+
+def test_gelu_pattern_with_wrong_constant_is_kept():
+    nodes = _gelu_chain("X", "Y", "act")
+    inits = [_init("sqrt2", np.float32(1.5)), _init("one", np.float32(1)),
+             _init("half", np.float32(0.5))]
+    model = make_model(nodes, [("X", F, (4,))], [("Y", F, (4,))], initializers=inits)
+    original, graph = _optimize(model, passes=(opt.fuse_gelu,))
+    assert _ops(graph) == _ops(original)
+
+
+def test_gemm_relu_is_one_fused_gemm():
+    rng = _rng(12)
+    nodes = [helper.make_node("Gemm", ["X", "W", "C"], ["g"], name="gemm", transB=1, alpha=0.7),
+             helper.make_node("Relu", ["g"], ["Y"], name="relu")]
+    inits = [_init("W", rng.standard_normal((6, 5)).astype(np.float32)),
+             _init("C", rng.standard_normal(6).astype(np.float32))]
+    model = make_model(nodes, [("X", F, (3, 5))], [("Y", F, (3, 6))], initializers=inits)
+    _, graph = _optimize(model)
+    assert _ops(graph) == {"refmnn::FusedGemm": 1}
+    _check_same(model, {"X": rng.standard_normal((3, 5)).astype(np.float32)}, exact=True)
+
+
+def test_fused_op_references_equal_their_definitions():
+    rng = _rng(13)
+    x = rng.standard_normal((2, 4, 6, 6)).astype(np.float32)
+    w = rng.standard_normal((6, 2, 3, 3)).astype(np.float32)
+    z = rng.standard_normal((2, 6, 3, 3)).astype(np.float32)
+    conv = REG.resolve("", "Conv", 11)
+    want = np.clip(conv(x, w, group=2, strides=(2, 2), pads=(1, 1, 1, 1)) + z, -1, 0.5)
+    got = fused_conv(x, w, None, z, group=2, strides=(2, 2), pads=(1, 1, 1, 1),
+                     activation="clip", activation_min=-1.0, activation_max=0.5)
+    np.testing.assert_array_equal(got, want)
+    a = rng.standard_normal((3, 4, 5)).astype(np.float32)
+    b = rng.standard_normal((5, 2)).astype(np.float32)
+    bias = rng.standard_normal(2).astype(np.float32)
+    np.testing.assert_array_equal(fused_matmul(a, b, bias, activation="relu"),
+                                  np.maximum(a @ b + bias, 0))
+    np.testing.assert_allclose(fused_gemm(a[0].T.copy(), b, bias, transA=1, activation="tanh"),
+                               np.tanh(a[0] @ b + bias), rtol=1e-6)
+    with pytest.raises(ValueError):
+        fused_conv(x, w, None, rng.standard_normal((3, 6, 3, 3)).astype(np.float32), group=2)
+
+
+def test_fused_conv_shape_rule_rejects_a_bad_residual_and_activation():
+    from refmnn.errors import ShapeError
+
+    for z_shape, activation in (((1, 5, 7, 7), "relu"), ((1, 4, 8, 8), "swish")):
+        node = helper.make_node("FusedConv", ["X", "W", "B", "Z"], ["Y"], name="fc",
+                                domain="refmnn", pads=[1, 1, 1, 1], activation=activation)
+        model = make_model([node], [("X", F, (1, 3, 8, 8)), ("Z", F, z_shape)],
+                           [("Y", F, (1, 4, 8, 8))],
+                           initializers=_conv_inits(), extra_opsets=[("refmnn", 1)])
+        graph = _graph(model)
+        with pytest.raises(ShapeError):
+            infer_types(graph, {v.name: v.type for v in graph.inputs}, REG)
+
+
+# ---------------------------------------------------------------------------------------------
+# the plan hook
+
+
+def test_reference_session_runs_the_models_own_ops():
+    model = _residual_model()
+    plain = refmnn.Session(model)
+    plain.resize()
+    assert _ops(plain.plan.graph) == {"Conv": 1, "Relu": 2, "Add": 1}
+    optimized = refmnn.Session(model, optimize=True)
+    optimized.resize()
+    assert _ops(optimized.plan.graph) == {"Relu": 1, "refmnn::FusedConv": 1}
+    off = refmnn.Session(model, optimize=False)
+    off.resize()
+    assert _ops(off.plan.graph) == _ops(plain.plan.graph)
+
+
+# ---------------------------------------------------------------------------------------------
+# the zoo
+
+
+def test_vit_tiny_shape_chains_fold_at_a_static_input_shape():
+    pytest.importorskip("torch")
+    from refmnn import zoo
+
+    graph = _graph(str(zoo.export_onnx("vit_tiny")))
+    before = _ops(graph)
+    assert before["Shape"] == 1 and before["Concat"] == 2 and before["Constant"] > 0
+    shape_chain = {"Shape", "Slice", "ConstantOfShape", "Equal", "Where", "Expand", "Constant"}
+    # with a symbolic batch nothing of the chain can fold...
+    after = opt.optimize(graph, REG, {"input": None}, passes=(opt.fold_constant_nodes,))
+    assert _ops(after)["Shape"] == 1
+    # ...at the static input shape the whole chain becomes initializers
+    after = opt.optimize(graph, REG, {v.name: v.type for v in graph.inputs},
+                         passes=(opt.fold_constant_nodes,))
+    ops = _ops(after)
+    assert not shape_chain & set(ops), ops
+    assert ops["Concat"] == 1  # the shape Concat folded; the token Concat (activations) stays
+
+
+ZOO_COUNTS: dict[str, tuple[int, int]] = {}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "squeezenet1_1", "mobilenet_v1",
+                                  "vit_tiny", "bert6"])
+def test_zoo_model_optimized_matches_the_reference(name):
+    pytest.importorskip("torch")
+    from refmnn import zoo
+
+    path, feeds = zoo.export_onnx(name), zoo.make_inputs(name)
+    before = len(_graph(str(path)).nodes)
+    graph = _check_same(str(path), feeds, tol=1e-5)
+    fused = sum(n.domain == "refmnn" for n in graph.nodes)
+    print(f"{name}: {before} nodes -> {len(graph.nodes)} ({fused} fused) {dict(_ops(graph))}")
+    assert fused > 0 and len(graph.nodes) < before
