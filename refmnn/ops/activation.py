@@ -30,7 +30,7 @@ def _f32(fn: Callable[[np.ndarray], np.ndarray], X: np.ndarray) -> np.ndarray:
 def _sigmoid(X: np.ndarray) -> np.ndarray:
     """1 / (1 + exp(-X)) in X's (float) dtype; exp overflow gives exactly 0."""
     with np.errstate(over="ignore"):
-        e = np.exp(-X)
+        e = np.asarray(np.exp(-X))  # asarray: a 0-d input gives a NumPy scalar
     e += 1
     return np.reciprocal(e, out=e)
 
@@ -237,14 +237,15 @@ def swiglu(A: np.ndarray, B: np.ndarray, *, alpha: float) -> np.ndarray:
 
 
 def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
-    e = np.subtract(x, x.max(axis=axis, keepdims=True))
+    # initial=-inf: a zero-size axis gives an empty result instead of an error
+    e = np.subtract(x, x.max(axis=axis, keepdims=True, initial=-np.inf))
     np.exp(e, out=e)
     e /= e.sum(axis=axis, keepdims=True)
     return e
 
 
 def _log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
-    shifted = np.subtract(x, x.max(axis=axis, keepdims=True))
+    shifted = np.subtract(x, x.max(axis=axis, keepdims=True, initial=-np.inf))
     return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
 
 

@@ -141,6 +141,14 @@ def _conv_dims(x: TensorType | None, w: TensorType | None, attrs: dict[str, Any]
 
 def _conv_rule(ctx: InferContext, x: TensorType | None, w: TensorType | None, *rest: Any,
                **attrs: Any) -> TensorType:
+    xs, ws = shape_of(x), shape_of(w)
+    group = attrs.get("group", 1)
+    if xs is not None and ws is not None and len(xs) > 1 and len(ws) > 1:
+        c, cg, m = xs[1], ws[1], ws[0]
+        if isinstance(c, int) and isinstance(cg, int) and c != cg * group:
+            ctx.fail(f"X has {c} channels but W expects {cg} per group x {group} groups")
+        if isinstance(m, int) and m % group:
+            ctx.fail(f"W's {m} output channels are not divisible by group={group}")
     return TensorType(dtype_of(x), _conv_dims(x, w, attrs))
 
 

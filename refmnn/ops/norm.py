@@ -25,7 +25,8 @@ _MOMENTUM = Attr("momentum", "float", 0.9,
 def _rows(x: np.ndarray, first_axis: int) -> np.ndarray:
     """View ``x`` as [prod(shape[:axis]), prod(shape[axis:])] (a copy only if not contiguous)."""
     lead = int(np.prod(x.shape[:first_axis], dtype=np.int64))
-    return x.reshape(lead, -1)
+    trail = int(np.prod(x.shape[first_axis:], dtype=np.int64))  # explicit: -1 fails when lead is 0
+    return x.reshape(lead, trail)
 
 
 def _row_sum_squares(x: np.ndarray) -> np.ndarray:
