@@ -173,6 +173,8 @@ def cmd_backends(args: argparse.Namespace) -> int:
     rows = [("name", "version", "distribution", "status")]
     for info in registry:
         status = "available" if info.available else f"unavailable: {info.reason}"
+        if info.available and info.devices:
+            status += f" (devices: {'; '.join(info.devices)})"
         rows.append((info.name, info.version or "-", info.distribution or "-", status))
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     for row in rows:

@@ -31,6 +31,7 @@ class BackendInfo:
     available: bool
     reason: str = ""
     cls: type[Backend] | None = None
+    devices: tuple[str, ...] = ()
 
 
 class BackendRegistry:
@@ -132,4 +133,4 @@ def _checked(name: str, value: str, dist: str, version: str, cls: object) -> Bac
     except Exception as exc:  # probe must never raise; report it if it does
         probe = Probe(False, f"probe raised {type(exc).__name__}: {exc}")
     return BackendInfo(name, value, dist, version or probe.version, probe.available,
-                       probe.reason, cls)
+                       probe.reason, cls, tuple(probe.devices))

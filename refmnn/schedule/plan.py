@@ -171,7 +171,8 @@ def make_spec(node: Node, graph: Graph, registry: OpRegistry, types: Mapping[str
         t = types.get(name) if name else None
         return t if isinstance(t, TensorType) else None
 
-    const = {i: constants[n] for i, n in enumerate(node.inputs) if n and n in constants}
+    known = lambda n: constants.get(n) if n in constants else graph.initializers.get(n)  # noqa: E731
+    const = {i: known(n) for i, n in enumerate(node.inputs) if n and known(n) is not None}
     return NodeSpec(node=node, opdef=opdef, opset=opset, attrs=opdef.bind_attrs(node.attrs),
                     inputs=tuple(tensor(n) for n in node.inputs),
                     outputs=tuple(tensor(n) for n in node.outputs), constants=const)

@@ -1,0 +1,161 @@
+/* Elementwise kernels: binary with broadcasting, unary (with up to two float parameters),
+ * Where, Cast. Broadcasting is resolved on the host: the output shape and each operand's
+ * strides (0 on broadcast axes) are collapsed to 4 axes (sizes n0..n3). CONTIGUOUS is defined
+ * when every operand is read at the output's own flat index (no index arithmetic). */
+
+#define OP_ADD 0
+#define OP_SUB 1
+#define OP_MUL 2
+#define OP_DIV 3
+#define OP_POW 4
+#define OP_MAX 5
+#define OP_MIN 6
+
+#if defined(OPCODE)
+#if OPCODE == OP_ADD
+#define BINARY(a, b) ((a) + (b))
+#elif OPCODE == OP_SUB
+#define BINARY(a, b) ((a) - (b))
+#elif OPCODE == OP_MUL
+#define BINARY(a, b) ((a) * (b))
+#elif OPCODE == OP_DIV
+#define BINARY(a, b) ((a) / (b))
+#elif OPCODE == OP_POW
+#define BINARY(a, b) pow((a), (b))
+#elif OPCODE == OP_MAX /* NaN propagates, as in the reference (np.maximum) */
+#define BINARY(a, b) ((isnan(a) || isnan(b)) ? NAN : fmax((a), (b)))
+#elif OPCODE == OP_MIN
+#define BINARY(a, b) ((isnan(a) || isnan(b)) ? NAN : fmin((a), (b)))
+#endif
+#endif
+
+#ifdef OPCODE
+__kernel void binary(__global const store_t *a, int a_off, __global const store_t *b, int b_off,
+                     __global store_t *y, int y_off, int n, int n1, int n2, int n3,
+                     int a0, int a1, int a2, int a3, int b0, int b1, int b2, int b3) {
+    int i = get_global_id(0);
+    if (i >= n) return;
+#ifdef CONTIGUOUS
+    int ia = i, ib = i;
+#else
+    int ia = offset4(i, n1, n2, n3, a0, a1, a2, a3);
+    int ib = offset4(i, n1, n2, n3, b0, b1, b2, b3);
+#endif
+    float va = LOAD(a, a_off + ia), vb = LOAD(b, b_off + ib);
+    STORE(y, y_off + i, BINARY(va, vb));
+}
+#endif
+
+#define U_RELU 0
+#define U_SIGMOID 1
+#define U_TANH 2
+#define U_ERF 3
+#define U_EXP 4
+#define U_LOG 5
+#define U_SQRT 6
+#define U_NEG 7
+#define U_ABS 8
+#define U_CLIP 9
+#define U_LEAKY 10
+#define U_RECIPROCAL 11
+#define U_ELU 12
+
+#if defined(UCODE)
+#if UCODE == U_RELU
+#define UNARY(x) ((x) < 0.0f ? 0.0f : (x))  /* keeps NaN, as np.maximum(x, 0) */
+#elif UCODE == U_SIGMOID   /* the reference's stable form: 1/(1+e^-x) or e^x/(1+e^x) */
+#define UNARY(x) ((x) >= 0.0f ? 1.0f / (1.0f + exp(-(x))) : exp(x) / (1.0f + exp(x)))
+#elif UCODE == U_TANH
+#define UNARY(x) tanh(x)
+#elif UCODE == U_ERF
+#define UNARY(x) erf(x)
+#elif UCODE == U_EXP
+#define UNARY(x) exp(x)
+#elif UCODE == U_LOG
+#define UNARY(x) log(x)
+#elif UCODE == U_SQRT
+#define UNARY(x) sqrt(x)
+#elif UCODE == U_NEG
+#define UNARY(x) (-(x))
+#elif UCODE == U_ABS
+#define UNARY(x) fabs(x)
+#elif UCODE == U_CLIP      /* alpha = min, beta = max; NaN passes through */
+#define UNARY(x) ((x) < alpha ? alpha : ((x) > beta ? beta : (x)))
+#elif UCODE == U_LEAKY
+#define UNARY(x) ((x) < 0.0f ? alpha * (x) : (x))
+#elif UCODE == U_RECIPROCAL
+#define UNARY(x) (1.0f / (x))
+#elif UCODE == U_ELU
+#define UNARY(x) ((x) < 0.0f ? alpha * (exp(x) - 1.0f) : (x))
+#endif
+#endif
+
+#ifdef UCODE
+__kernel void unary(__global const store_t *x, int x_off, __global store_t *y, int y_off, int n,
+                    float alpha, float beta) {
+    int i = get_global_id(0);
+    if (i >= n) return;
+    float v = LOAD(x, x_off + i);
+    STORE(y, y_off + i, UNARY(v));
+}
+#endif
+
+/* Where(cond, x, y): payload moved as ELEM_SIZE-byte words, so any dtype works. */
+__kernel void where_select(__global const uchar *c, int c_off, __global const elem_t *x, int x_off,
+                           __global const elem_t *y, int y_off, __global elem_t *out, int o_off,
+                           int n, int n1, int n2, int n3, int c0, int c1, int c2, int c3,
+                           int x0, int x1, int x2, int x3, int y0, int y1, int y2, int y3) {
+    int i = get_global_id(0);
+    if (i >= n) return;
+    int ic = offset4(i, n1, n2, n3, c0, c1, c2, c3);
+    int ix = offset4(i, n1, n2, n3, x0, x1, x2, x3);
+    int iy = offset4(i, n1, n2, n3, y0, y1, y2, y3);
+    out[o_off + i] = c[c_off + ic] ? x[x_off + ix] : y[y_off + iy];
+}
+
+/* Cast: SRC_KIND / DST_KIND 0 float, 1 half, 2 int, 3 long, 4 bool (uchar), 5 uchar, 6 char. */
+#if defined(SRC_KIND)
+#if SRC_KIND == 1
+#define SRC_T half
+#define READ(p, i) vload_half((i), (p))
+#else
+#if SRC_KIND == 0
+#define SRC_T float
+#elif SRC_KIND == 2
+#define SRC_T int
+#elif SRC_KIND == 3
+#define SRC_T long
+#elif SRC_KIND == 6
+#define SRC_T char
+#else
+#define SRC_T uchar
+#endif
+#define READ(p, i) ((p)[i])
+#endif
+#if DST_KIND == 1
+#define DST_T half
+#define WRITE(p, i, v) vstore_half_rte((float)(v), (i), (p))
+#elif DST_KIND == 4
+#define DST_T uchar
+#define WRITE(p, i, v) ((p)[i] = (uchar)((v) != 0))
+#else
+#if DST_KIND == 0
+#define DST_T float
+#elif DST_KIND == 2
+#define DST_T int
+#elif DST_KIND == 3
+#define DST_T long
+#elif DST_KIND == 6
+#define DST_T char
+#else
+#define DST_T uchar
+#endif
+#define WRITE(p, i, v) ((p)[i] = (DST_T)(v))
+#endif
+
+__kernel void cast(__global const SRC_T *x, int x_off, __global DST_T *y, int y_off, int n) {
+    int i = get_global_id(0);
+    if (i >= n) return;
+    WRITE(y, y_off + i, READ(x, x_off + i));
+}
+#endif

@@ -1,0 +1,117 @@
+/* Row reductions: the input is seen as (outer, R, inner) and one work-group computes one output
+ * (o, k), its work-items striding over r and combining partial results with a tree in local
+ * memory (the work-group size is a power of two, chosen by the tuner). */
+
+#define R_SUM 0
+#define R_MEAN 1
+#define R_MAX 2
+#define R_MIN 3
+
+#if defined(RCODE)
+#if RCODE == R_SUM || RCODE == R_MEAN
+#define INIT 0.0f
+#define COMBINE(a, b) ((a) + (b))
+#elif RCODE == R_MAX   /* NaN propagates, as np.max */
+#define INIT (-INFINITY)
+#define COMBINE(a, b) ((isnan(a) || isnan(b)) ? NAN : fmax((a), (b)))
+#elif RCODE == R_MIN
+#define INIT INFINITY
+#define COMBINE(a, b) ((isnan(a) || isnan(b)) ? NAN : fmin((a), (b)))
+#endif
+
+/* Tree reduction of scratch[0..L) in place; every work-item gets the result. */
+inline float tree(__local float *scratch, float value) {
+    int lid = get_local_id(0), size = get_local_size(0);
+    scratch[lid] = value;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int half_size = size / 2; half_size > 0; half_size /= 2) {
+        if (lid < half_size) scratch[lid] = COMBINE(scratch[lid], scratch[lid + half_size]);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    float result = scratch[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return result;
+}
+
+__kernel void reduce_rows(__global const store_t *x, int x_off, __global store_t *y, int y_off,
+                          int R, int inner, __local float *scratch) {
+    int g = get_group_id(0), lid = get_local_id(0), size = get_local_size(0);
+    int o = g / inner, k = g % inner;
+    __global const store_t *row = x + x_off + (long)o * R * inner + k;
+    float acc = INIT;
+    for (int r = lid; r < R; r += size) acc = COMBINE(acc, LOAD(row, (long)r * inner));
+    acc = tree(scratch, acc);
+#if RCODE == R_MEAN
+    acc = acc / (float)R;
+#endif
+    if (lid == 0) STORE(y, y_off + g, acc);
+}
+#endif
+
+/* Softmax along the middle axis of (outer, N, inner): max, then sum of exp(x - max), then
+ * exp(x - max) / sum, each reduction a tree over the work-group. */
+inline float tree_max(__local float *s, float v) {
+    int lid = get_local_id(0), size = get_local_size(0);
+    s[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int h = size / 2; h > 0; h /= 2) {
+        if (lid < h) s[lid] = fmax(s[lid], s[lid + h]);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    float r = s[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return r;
+}
+
+inline float tree_sum(__local float *s, float v) {
+    int lid = get_local_id(0), size = get_local_size(0);
+    s[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int h = size / 2; h > 0; h /= 2) {
+        if (lid < h) s[lid] += s[lid + h];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    float r = s[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return r;
+}
+
+__kernel void softmax_rows(__global const store_t *x, int x_off, __global store_t *y, int y_off,
+                           int N, int inner, __local float *scratch) {
+    int g = get_group_id(0), lid = get_local_id(0), size = get_local_size(0);
+    int o = g / inner, k = g % inner;
+    long base = (long)o * N * inner + k;
+    float peak = -INFINITY;
+    for (int r = lid; r < N; r += size) peak = fmax(peak, LOAD(x, x_off + base + (long)r * inner));
+    peak = tree_max(scratch, peak);
+    float total = 0.0f;
+    for (int r = lid; r < N; r += size) total += exp(LOAD(x, x_off + base + (long)r * inner) - peak);
+    total = tree_sum(scratch, total);
+    for (int r = lid; r < N; r += size) {
+        long at = base + (long)r * inner;
+        STORE(y, y_off + at, exp(LOAD(x, x_off + at) - peak) / total);
+    }
+}
+
+/* LayerNormalization over the last K elements of each row: mean, then mean of squared
+ * deviations (two passes, as the reference), y = (x - mean) * inv_std * scale + bias. */
+__kernel void layernorm_rows(__global const store_t *x, int x_off, __global const store_t *scale, int s_off,
+                             __global const store_t *bias, int b_off, __global store_t *y, int y_off,
+                             int K, float epsilon, int has_bias, __local float *scratch) {
+    int g = get_group_id(0), lid = get_local_id(0), size = get_local_size(0);
+    long base = (long)g * K;
+    float total = 0.0f;
+    for (int j = lid; j < K; j += size) total += LOAD(x, x_off + base + j);
+    float mean = tree_sum(scratch, total) / (float)K;
+    float squares = 0.0f;
+    for (int j = lid; j < K; j += size) {
+        float d = LOAD(x, x_off + base + j) - mean;
+        squares += d * d;
+    }
+    float inv_std = 1.0f / sqrt(tree_sum(scratch, squares) / (float)K + epsilon);
+    for (int j = lid; j < K; j += size) {
+        float v = (LOAD(x, x_off + base + j) - mean) * inv_std * LOAD(scale, s_off + j);
+        if (has_bias) v += LOAD(bias, b_off + j);
+        STORE(y, y_off + base + j, v);
+    }
+}

@@ -1,0 +1,324 @@
+"""What every OpenCL kernel class shares: the device context, the program cache, the tuner and
+the :class:`CLKernel` base class (prepare = compute launch parameters, build, tune; run =
+enqueue only). Importing this module imports pyopencl."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyopencl as cl
+
+from refmnn.backends.base import Kernel, NodeSpec
+from refmnn.dtypes import DType
+from refmnn.errors import BackendError
+
+CL_DIR = Path(__file__).resolve().parent.parent / "cl"
+F32 = frozenset({DType.float32})
+FLOATS = frozenset({DType.float32, DType.float16})
+
+
+def _default_tune_path() -> Path:
+    return Path.home() / ".cache" / "refmnn" / "opencl-tuning.json"
+
+
+class Context:
+    """One OpenCL context and in-order queue on the chosen device, with the program cache
+    (in-process dict; on disk through pyopencl's binary cache) and the tuning table."""
+
+    def __init__(self, backend: Any, platform: Any, device: Any) -> None:
+        self.backend = backend
+        self.platform = platform
+        self.device = device
+        self.cl = cl.Context([device])
+        self.queue = cl.CommandQueue(self.cl)
+        options = backend.config.options
+        self.cache_dir = options.get("cache_dir") or None
+        self.tune_on = str(options.get("tune", "on")).lower() not in ("off", "0", "false", "no")
+        self.tune_path = Path(options.get("tune_cache") or _default_tune_path()).expanduser()
+        self.tuning: dict[str, Any] = {}
+        if self.tune_on and self.tune_path.exists():
+            try:
+                self.tuning = json.loads(self.tune_path.read_text())
+            except (OSError, ValueError):
+                self.tuning = {}
+        self._programs: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
+        self.builds = 0
+        self.dummy = cl.Buffer(self.cl, cl.mem_flags.READ_WRITE, size=64)
+        self.device_key = f"{platform.name.strip()}|{device.name.strip()}"
+
+    def program(self, family: str, defines: dict[str, Any]) -> Any:
+        """The built program of ``cl/<family>.cl`` with ``-D`` defines (cached)."""
+        key = (family, tuple(sorted((k, str(v)) for k, v in defines.items())))
+        prg = self._programs.get(key)
+        if prg is None:
+            source = (CL_DIR / "common.cl").read_text() + "\n" + (CL_DIR / f"{family}.cl").read_text()
+            options = [f"-D{k}={v}" if v != "" else f"-D{k}" for k, v in key[1]]
+            try:
+                prg = cl.Program(self.cl, source).build(options=options, cache_dir=self.cache_dir)
+            except cl.RuntimeError as exc:
+                raise BackendError(f"opencl: building cl/{family}.cl with {options} failed: {exc}") from exc
+            self.builds += 1
+            self._programs[key] = prg
+        return prg
+
+    def kernel(self, family: str, name: str, **defines: Any) -> Any:
+        return cl.Kernel(self.program(family, defines), name)
+
+    def save_tuning(self) -> None:
+        if not self.tune_on:
+            return
+        try:
+            self.tune_path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.tune_path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(self.tuning, indent=1, sort_keys=True))
+            tmp.replace(self.tune_path)
+        except OSError:
+            pass
+
+
+class Launch:
+    """One prepared enqueue: a kernel, its global and local sizes and its argument list, where a
+    tensor slot is ``("in", i)`` / ``("out", i)`` / ``("ws", element offset)`` / ``("in?", i)`` (an
+    optional input: the dummy buffer when absent), expanded to (buffer, element offset), or
+    ``("buf", cl.Buffer)``, a kernel-owned STATIC table, expanded to the pointer alone, or
+    ``("static", cl.Buffer)``, kernel-owned packed weights, expanded to (buffer, 0)."""
+
+    __slots__ = ("kernel", "gsize", "lsize", "args")
+
+    def __init__(self, kernel: Any, gsize: Sequence[int], lsize: Sequence[int] | None, args: Sequence[Any]) -> None:
+        self.kernel = kernel
+        self.gsize = tuple(int(g) for g in gsize)
+        self.lsize = None if lsize is None else tuple(int(v) for v in lsize)
+        self.args = [_scalar(a) for a in args]
+
+
+def _scalar(a: Any) -> Any:
+    if isinstance(a, bool):
+        return np.int32(a)
+    if isinstance(a, (int, np.integer)) and not isinstance(a, np.int32):
+        return np.int32(a)
+    if isinstance(a, (float, np.floating)) and not isinstance(a, np.float32):
+        return np.float32(a)
+    return a
+
+
+class CLKernel(Kernel):
+    """Base class: subclasses implement :meth:`setup` (shape-dependent work, returning nothing)
+    and :meth:`launches` (the enqueues for a given local size). ``tunable`` kernels list
+    ``candidates()`` local sizes; the fastest on scratch buffers wins, cached in the JSON file."""
+
+    tunable = False
+
+    def __init__(self, backend: Any, spec: NodeSpec) -> None:
+        self.backend = backend
+        self.ctx: Context = backend.context
+        self.local: Any = None
+        self.plan: list[Launch] = []
+
+    # -- subclass hooks ----------------------------------------------------------------------
+    def setup(self, spec: NodeSpec) -> None:
+        raise NotImplementedError
+
+    def launches(self, local: Any) -> list[Launch]:
+        raise NotImplementedError
+
+    def candidates(self) -> list[Any]:
+        return [self.local]
+
+    # -- contract ----------------------------------------------------------------------------
+    def prepare(self, spec: NodeSpec) -> None:
+        self.setup(spec)
+        if self.tunable and self.ctx.tune_on:
+            self.local = self._tune(spec)
+        self.plan = self.launches(self.local)
+
+    def run(self, inputs: Sequence[Any], outputs: Sequence[Any], workspace: Any | None) -> None:
+        self._enqueue(self.plan, inputs, outputs, workspace)
+
+    def _enqueue(self, plan: Sequence[Launch], inputs: Sequence[Any], outputs: Sequence[Any],
+                 workspace: Any | None) -> None:
+        queue = self.ctx.queue
+        dummy = self.ctx.dummy
+        for launch in plan:
+            if not all(launch.gsize):
+                continue
+            args: list[Any] = []
+            for a in launch.args:
+                if isinstance(a, tuple):
+                    kind, index = a
+                    if kind == "in":
+                        t = inputs[index]
+                    elif kind == "in?":
+                        t = inputs[index] if index < len(inputs) else None
+                    elif kind == "out":
+                        t = outputs[index]
+                    elif kind == "ws":  # ("ws", element offset into the workspace)
+                        args += [workspace.handle, np.int32(index)]
+                        continue
+                    elif kind == "buf":  # a STATIC table owned by the kernel (pointer only)
+                        args.append(index)
+                        continue
+                    elif kind == "static":  # a STATIC tensor owned by the kernel (packed weights)
+                        args += [index, np.int32(0)]
+                        continue
+                    else:
+                        raise BackendError(f"opencl: bad argument slot {a}")
+                    if t is None:
+                        args += [dummy, np.int32(0)]
+                    else:
+                        args += [t.buffer, t.off]
+                else:
+                    args.append(a)
+            launch.kernel.set_args(*args)
+            gsize = launch.gsize
+            if launch.lsize is not None:
+                gsize = tuple(-(-g // l) * l for g, l in zip(gsize, launch.lsize, strict=True))
+            cl.enqueue_nd_range_kernel(queue, launch.kernel, gsize, launch.lsize)
+            self.backend.stats["launches"] += 1
+
+    # -- static memory and tuning ------------------------------------------------------------
+    def static(self, array: np.ndarray) -> Any:
+        """A STATIC device buffer holding ``array`` (uploaded once, at prepare)."""
+        array = np.ascontiguousarray(array)
+        buf = cl.Buffer(self.ctx.cl, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
+                        hostbuf=array if array.nbytes else np.zeros(16, np.uint8))
+        return buf
+
+    def _tune(self, spec: NodeSpec) -> Any:
+        shapes = [None if t is None else (str(t.dtype), tuple(t.shape)) for t in (*spec.inputs, *spec.outputs)]
+        attrs = sorted((k, repr(v)) for k, v in spec.attrs.items())
+        sig = hashlib.sha1(repr((shapes, attrs)).encode()).hexdigest()[:16]
+        key = f"{self.ctx.device_key}|{type(self).__name__}|{spec.node.op}|{sig}"
+        cached = self.ctx.tuning.get(key)
+        candidates = self.candidates()
+        if cached is not None:
+            value = tuple(cached) if isinstance(cached, list) else cached
+            if value in candidates:
+                return value
+        if len(candidates) < 2:
+            return self.local
+        inputs, outputs, workspace = self._scratch(spec)
+        best, best_time = self.local, float("inf")
+        queue = self.ctx.queue
+        for local in candidates:
+            try:
+                plan = self.launches(local)
+                self._enqueue(plan, inputs, outputs, workspace)   # warm-up
+                queue.finish()
+                start = time.perf_counter()
+                for _ in range(2):
+                    self._enqueue(plan, inputs, outputs, workspace)
+                queue.finish()
+                elapsed = time.perf_counter() - start
+            except cl.Error:
+                continue
+            finally:
+                self.backend.stats["tune_sync"] += 1
+            if elapsed < best_time:
+                best, best_time = local, elapsed
+        for buf in self._scratch_buffers:
+            buf.release()
+        self.ctx.tuning[key] = list(best) if isinstance(best, tuple) else best
+        self.ctx.save_tuning()
+        return best
+
+    def _scratch(self, spec: NodeSpec) -> tuple[list[Any], list[Any], Any]:
+        """Zero-filled stand-ins for the node's tensors (constant inputs get their values)."""
+        from refmnn.backends.opencl.backend import CLTensor
+
+        self._scratch_buffers = []
+
+        def make(t: Any, value: np.ndarray | None) -> Any:
+            if t is None:
+                return None
+            dtype = t.dtype.numpy
+            nbytes = max(64, int(np.prod(t.shape, dtype=np.int64)) * dtype.itemsize)
+            if value is not None:
+                host = np.ascontiguousarray(np.asarray(value, dtype=dtype))
+                buf = cl.Buffer(self.ctx.cl, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
+                                hostbuf=host if host.nbytes else np.zeros(64, np.uint8))
+            else:
+                buf = cl.Buffer(self.ctx.cl, cl.mem_flags.READ_WRITE, size=nbytes)
+                cl.enqueue_fill_buffer(self.ctx.queue, buf, np.uint8(0), 0, nbytes)
+            self._scratch_buffers.append(buf)
+            return CLTensor(buf, 0, t.shape, dtype)
+
+        inputs = [make(t, spec.constants.get(i)) for i, t in enumerate(spec.inputs)]
+        outputs = [make(t, None) for t in spec.outputs]
+        workspace = None
+        if self.workspace_bytes:
+            from refmnn.backends.base import Buffer, Storage
+
+            buf = cl.Buffer(self.ctx.cl, cl.mem_flags.READ_WRITE, size=max(64, self.workspace_bytes))
+            self._scratch_buffers.append(buf)
+            workspace = Buffer(self.workspace_bytes, Storage.WORKSPACE, buf)
+        return inputs, outputs, workspace
+
+
+# -- shape helpers -------------------------------------------------------------------------------
+
+def numel(shape: Sequence[int]) -> int:
+    return int(np.prod([int(d) for d in shape], dtype=np.int64)) if len(shape) else 1
+
+
+def contiguous_strides(shape: Sequence[int]) -> list[int]:
+    strides, step = [], 1
+    for dim in reversed(shape):
+        strides.append(step)
+        step *= int(dim)
+    return strides[::-1]
+
+
+def collapse(sizes: Sequence[int], strides: Sequence[Sequence[int]]) -> tuple[list[int], list[list[int]]]:
+    """Drop size-1 axes and merge neighbours that every operand walks as one axis."""
+    out_sizes: list[int] = []
+    out_strides: list[list[int]] = [[] for _ in strides]
+    for axis, size in enumerate(sizes):
+        size = int(size)
+        if size == 1:
+            continue
+        if out_sizes and all(m[-1] == s[axis] * size for m, s in zip(out_strides, strides, strict=True)):
+            out_sizes[-1] *= size
+            for m, s in zip(out_strides, strides, strict=True):
+                m[-1] = s[axis]
+            continue
+        out_sizes.append(size)
+        for m, s in zip(out_strides, strides, strict=True):
+            m.append(int(s[axis]))
+    return out_sizes, out_strides
+
+
+def pad4(sizes: list[int], strides: list[list[int]]) -> tuple[list[int], list[list[int]]] | None:
+    """Pad collapsed sizes/strides in front to 4 axes; None if more than 4 remain."""
+    if len(sizes) > 4:
+        return None
+    pad = 4 - len(sizes)
+    return [1] * pad + sizes, [[0] * pad + s for s in strides]
+
+
+def broadcast_strides(out_shape: Sequence[int], shape: Sequence[int]) -> list[int]:
+    r = len(out_shape)
+    shape = [1] * (r - len(shape)) + [int(d) for d in shape]
+    s = contiguous_strides(shape)
+    return [0 if shape[i] == 1 and int(out_shape[i]) != 1 else s[i] for i in range(r)]
+
+
+def broadcast4(out_shape: Sequence[int], in_shapes: Sequence[Sequence[int]]):  # type: ignore[no-untyped-def]
+    """(sizes[4], [strides[4] per input]) of a broadcast, or None when > 4 axes remain."""
+    strides = [broadcast_strides(out_shape, s) for s in in_shapes]
+    sizes, merged = collapse(out_shape, strides)
+    return pad4(sizes, merged)
+
+
+def storage_defines(t: Any) -> dict[str, Any]:
+    """``HALF_STORAGE`` when the tensor type is float16."""
+    return {"HALF_STORAGE": ""} if t is not None and t.dtype == DType.float16 else {}
+
+
