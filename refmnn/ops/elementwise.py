@@ -170,18 +170,85 @@ _SB = (1.0, 3.03380607434824582924e+01, 3.25792512996573918826e+02, 1.5367295860
        -2.24409524465858183362e+01)
 
 
+# Float32 inputs: erf(x) = x P(x^2) / Q(x^2) for |x| <= 4, a rational fit made by
+# tools/fit_erf.py (near-minimax relative error against math.erf, NumPy only; run it to
+# reproduce these digits). Low order first, Q monic; max relative error 9.3e-10.
+_ERF32_P = (-1819717.3933324947, -269161.8112137465, -82147.59809869605, -4767.103874630562,
+            -493.09344082862833, 0.46550463181774127, 0.07231236090662692)
+_ERF32_Q = (-1612682.549185351, -776099.3567067042, -170232.5154816521, -21757.33139263358,
+            -1676.9707913573423, -66.12038813958696, 1.0)
+
+# Erf works block by block: the float64 temporaries of one block (32768 elements, 256 KiB each)
+# stay in the CPU's L2 cache, which makes each NumPy pass several times cheaper than streaming
+# a multi-megabyte tensor through memory.
+_ERF_BLOCK = 32768
+
+
 def _horner(coefficients: tuple[float, ...], t: np.ndarray) -> np.ndarray:
-    """c0 + c1 t + c2 t^2 + ... by Horner's rule, in place on one temporary."""
-    r = t * coefficients[-1]
-    r += coefficients[-2]
+    """c0 + c1 t + ... + cn t^n by Horner's rule, in place on one new array (a monic
+    polynomial, cn = 1, starts with t + c(n-1) and saves a multiply)."""
+    if coefficients[-1] == 1.0:
+        r = np.add(t, coefficients[-2])
+    else:
+        r = np.multiply(t, coefficients[-1])
+        r += coefficients[-2]
     for c in coefficients[-3::-1]:
         r *= t
         r += c
     return r
 
 
+def _blockwise(block: Callable[[np.ndarray], np.ndarray], x: np.ndarray,
+               dtype: Any) -> np.ndarray:
+    """``block`` applied to consecutive 1-D pieces of ``x`` (see _ERF_BLOCK), gathered into a
+    new array of ``dtype`` and x's shape. Overflow/invalid warnings of the discarded
+    out-of-range evaluations are silenced."""
+    flat = np.asarray(x).reshape(-1)
+    out = np.empty(flat.shape, dtype)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        for start in range(0, flat.size, _ERF_BLOCK):
+            out[start:start + _ERF_BLOCK] = block(flat[start:start + _ERF_BLOCK])
+    return out.reshape(np.shape(x))
+
+
+def _erf_small64(x: np.ndarray) -> np.ndarray:
+    """fdlibm's first piece, erf(x) = x + x P(x^2)/Q(x^2) (for |x| < 0.84375), float64."""
+    z = x * x
+    out = _horner(_PP, z)
+    out /= _horner(_QQ, z)
+    out *= x
+    out += x
+    return out
+
+
+def _erf_block64(x: np.ndarray) -> np.ndarray:
+    """fdlibm's erf on one 1-D block, float64 (see :func:`_erf`)."""
+    x = np.asarray(x, dtype=np.float64)
+    a = np.abs(x)
+    rest = np.flatnonzero(a >= 0.84375)
+    if 2 * rest.size <= x.size:  # mostly small |x|: the first piece on every element, no index
+        out = _erf_small64(x)  # list (NaN stays NaN; the rest is overwritten below)
+    else:
+        out = a.copy()  # NaN stays NaN; every other element is overwritten
+        small = np.flatnonzero(a < 0.84375)
+        out[small] = _erf_small64(x.take(small))
+    if rest.size:
+        a = a.take(rest)
+        erf_a = np.ones_like(a)  # a >= 6 (and inf): erf = 1
+        mid = np.flatnonzero(a < 1.25)
+        s = a.take(mid) - 1.0
+        erf_a[mid] = _ERX + _horner(_PA, s) / _horner(_QA, s)
+        for lo, hi, r, q in ((1.25, 1 / 0.35, _RA, _SA), (1 / 0.35, 6.0, _RB, _SB)):
+            index = np.flatnonzero((a >= lo) & (a < hi))
+            v = a.take(index)
+            s = 1.0 / (v * v)
+            erf_a[index] = 1.0 - np.exp(_horner(r, s) / _horner(q, s) - v * v - 0.5625) / v
+        out[rest] = np.copysign(erf_a, x.take(rest))
+    return out
+
+
 def _erf(x: np.ndarray) -> np.ndarray:
-    """erf of a float64 array, vectorised (NumPy has no erf); accurate to 1 ulp.
+    """erf of an array as float64 (NumPy has no erf), vectorised; accurate to 1 ulp.
 
     fdlibm's piecewise rational approximations (W. J. Cody's scheme), on a = |x|:
 
@@ -191,31 +258,40 @@ def _erf(x: np.ndarray) -> np.ndarray:
       (R, S) pair on [1.25, 1/0.35) and another on [1/0.35, 6)
     * a >= 6:               erf(a) = 1 (erfc(6) < 2^-55 rounds away); erf(-x) = -erf(x).
 
-    Each piece is computed only on the elements in its interval (index lists, no Python loop
-    over elements). Measured against ``math.erf`` on 1.2M points in [-10, 10] plus tiny and
-    special values: max error 1 ulp (absolute 1.1e-16, relative 2.2e-16). erf(+-0) = +-0,
-    erf(+-inf) = +-1, erf(NaN) = NaN.
+    Per block of 32768 elements (cache-sized), each piece on the index list of its elements;
+    when most of a block has a < 0.84375, the first piece runs on the whole block instead (no
+    index list) and the other pieces overwrite their elements. Measured against ``math.erf``
+    on 2.3M points in [-10, 10] plus tiny, subnormal and special values: max error 1 ulp (98%
+    exact). erf(+-0) = +-0, erf(+-inf) = +-1, erf(NaN) = NaN.
     """
-    shape = np.shape(x)
-    x = np.asarray(x, dtype=np.float64).reshape(-1)
-    a = np.abs(x)
-    out = a.copy()  # NaN stays NaN; every other element is overwritten below
-    small = np.flatnonzero(a < 0.84375)
-    v = x.take(small)
+    return _blockwise(_erf_block64, x, np.float64)
+
+
+def _erf_block32(x: np.ndarray) -> np.ndarray:
+    """erf of one 1-D float32 block in float64 (see :func:`_erf_float32`)."""
+    v = x.astype(np.float64)
+    np.clip(v, -4.0, 4.0, out=v)  # NaN stays NaN
     z = v * v
-    out[small] = v + v * (_horner(_PP, z) / _horner(_QQ, z))
-    mid = np.flatnonzero((a >= 0.84375) & (a < 1.25))
-    s = a.take(mid) - 1.0
-    out[mid] = _ERX + _horner(_PA, s) / _horner(_QA, s)
-    for lo, hi, r, q in ((1.25, 1 / 0.35, _RA, _SA), (1 / 0.35, 6.0, _RB, _SB)):
-        index = np.flatnonzero((a >= lo) & (a < hi))
-        v = a.take(index)
-        s = 1.0 / (v * v)
-        out[index] = 1.0 - np.exp(_horner(r, s) / _horner(q, s) - v * v - 0.5625) / v
-    out[a >= 6.0] = 1.0
-    big = np.flatnonzero(x <= -0.84375)  # the small piece kept x's sign already
-    out[big] = -out.take(big)
-    return out.reshape(shape)
+    out = _horner(_ERF32_P, z)
+    out /= _horner(_ERF32_Q, z)
+    out *= v
+    return out  # rounded to float32 once, by _blockwise's store
+
+
+def _erf_float32(x: np.ndarray) -> np.ndarray:
+    """erf of a float32 array, as float32: float64 arithmetic on a float32-specific fit,
+
+        erf(x) = x P(x^2) / Q(x^2),   x clipped to [-4, 4],   P, Q of degree 6
+
+    (tools/fit_erf.py; near-minimax relative error 9.3e-10). erf of every float32 above
+    3.9192 rounds to 1, and erf(4) does too, so the clipping is exact. The approximation error
+    is far below half a float32 ulp (>= 3e-8 relative), so the single rounding to float32 gives
+    at most 0.52 ulp: measured against ``math.erf`` on 2.2M points in [-5, 5] plus tiny,
+    subnormal and special values, max error 0.516 ulp, 99.1% correctly rounded, the rest 1 ulp
+    off. One formula for every element: ~28 NumPy passes, no index lists, cost independent of
+    the data (fdlibm's five pieces take ~45 passes plus an index list per piece).
+    """
+    return _blockwise(_erf_block32, x, np.float32)
 
 
 # --------------------------------------------------------------------------------------------
@@ -311,15 +387,23 @@ _TRIG = tuple(
 def erf(input: np.ndarray) -> np.ndarray:
     """output = erf(input) = 2/sqrt(pi) * integral_0^x exp(-t^2) dt, elementwise.
 
-    Floats compute in float64 with :func:`_erf` (within 1 ulp in float64) and round once to
-    the input type. Integer inputs (Erf-9 allows them) compute in float64 and truncate toward
-    zero, as a Cast would: 0 for |x| < 6 and +-1 beyond (where erf rounds to exactly +-1).
-    erf(+-0) = +-0, erf(+-inf) = +-1, erf(NaN) = NaN.
+    * float32: :func:`_erf_float32`, float64 arithmetic on a float32-specific rational fit,
+      rounded once: within 0.52 ulp of the exact erf (99% correctly rounded, else 1 ulp off).
+    * float64: :func:`_erf` (fdlibm), within 1 ulp.
+    * float16, bfloat16: :func:`_erf` in float64, rounded once to the input type.
+    * integers (Erf-9 allows them): float64 then truncation toward zero, as a Cast would:
+      0 for |x| < 6 and +-1 beyond (where erf rounds to exactly +-1).
+
+    erf(+-0) = +-0, erf(+-inf) = +-1, erf(NaN) = NaN. Speed (medians on a loaded, shared
+    2-core machine): a (1, 197, 768) float32 tensor 0.7-0.8 ms, 1.8M float32 elements 9-19 ms,
+    4.5-12x faster than the former all-fdlibm path (float64 path: 1.6-4.5x, blockwise).
     """
+    if input.dtype == np.float32:
+        return _erf_float32(input)
     result = _erf(input)
     if input.dtype.kind in "iu":
         return np.trunc(result).astype(input.dtype)
-    return result.astype(input.dtype)
+    return result.astype(input.dtype, copy=False)
 
 
 @op("Round", since=11, inputs=("X",), outputs=("Y",), infer=same_as(0))
@@ -683,7 +767,7 @@ def _clip(X: np.ndarray, lo: Any, hi: Any) -> np.ndarray:
         return X.copy()
     if is_narrow(X.dtype):
         return _clip(X.astype(np.float32), lo, hi).astype(X.dtype)
-    out = X if lo is None else np.maximum(X, lo)
+    out = X if lo is None else np.asarray(np.maximum(X, lo))  # 0-d input: keep an array
     return out if hi is None else np.minimum(out, hi, out=None if out is X else out)
 
 
