@@ -154,7 +154,7 @@ def extremal_values(dtype: np.dtype) -> np.ndarray:
     info = ml_dtypes.iinfo(dtype) if dtype.kind == "V" else np.iinfo(dtype)
     values = sorted({int(info.min), int(info.max), 0, 1, int(info.max) - 1,
                      *([-1, int(info.min) + 1] if int(info.min) < 0 else [])})
-    return np.array(values).astype(dtype)
+    return np.array(values, dtype=object).astype(dtype)  # object: exact for uint64 extremes
 
 
 class SampleContext:

@@ -527,7 +527,7 @@ def unique(X: np.ndarray, *, axis: int | None, sorted: int) -> tuple[np.ndarray,
     order of first occurrence.  NaNs compare equal to each other here (NumPy).
     """
     moved = X.reshape(-1, 1) if axis is None else np.moveaxis(X, axis_of(axis, X.ndim), 0)
-    rows = moved.reshape(moved.shape[0], -1)
+    rows = moved.reshape(moved.shape[0], int(np.prod(moved.shape[1:], dtype=np.int64)))  # -1 fails on empty
     work = rows.astype(compute_dtype(rows.dtype), copy=False)
     _, first, inverse, counts = _unique_rows(work)
     first, inverse = first.astype(np.int64), inverse.reshape(-1).astype(np.int64)

@@ -283,7 +283,8 @@ def _group_norm(X: np.ndarray, scale: np.ndarray, bias: np.ndarray, num_groups: 
     n, c = X.shape[:2]
     if num_groups <= 0 or c % num_groups:
         raise ValueError(f"num_groups={num_groups} does not divide the {c} channels")
-    x = np.asarray(X, dtype=stage_one).reshape(n * num_groups, -1)
+    group_size = (c // num_groups) * int(np.prod(X.shape[2:], dtype=np.int64))  # -1 fails when n is 0
+    x = np.asarray(X, dtype=stage_one).reshape(n * num_groups, group_size)
     normalized, _, _ = _standardize_rows(x, epsilon)
     w = work_dtype(X.dtype)
     if per_group:   # opset 18: one scale/bias per group, shared by its channels

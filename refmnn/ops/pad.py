@@ -44,6 +44,8 @@ def _pad(data: np.ndarray, pads: Any, mode: str, value: Any, axes: Any = None) -
         crop.append(slice(max(-begin, 0), stop))
     data = data[tuple(crop)]
     width = [(max(b, 0), max(e, 0)) for b, e in width]
+    if not width:  # a 0-d tensor has no axis to pad (np.pad rejects an empty pad_width)
+        return data.copy()
     if mode == "constant":
         fill = zero_of(data.dtype) if value is None else np.asarray(value).reshape(-1)[0]
         if data.dtype != object:

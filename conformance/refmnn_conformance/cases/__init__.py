@@ -8,15 +8,27 @@ from __future__ import annotations
 from refmnn_conformance.case import OpCase
 from refmnn_conformance.cases import (
     activation,
+    attention,
     cast,
+    constant,
     conv,
+    detection,
     elementwise,
+    image,
     indexing,
+    layout,
     linalg,
+    loss,
     norm,
+    pad,
     pool,
+    quant,
     reduction,
+    resize,
+    rnn,
     shape,
+    signal,
+    split,
 )
 
 ALL_CASES: tuple[OpCase, ...] = (
@@ -30,6 +42,18 @@ ALL_CASES: tuple[OpCase, ...] = (
     *shape.CASES,
     *indexing.CASES,
     *cast.CASES,
+    *constant.CASES,
+    *layout.CASES,
+    *split.CASES,
+    *pad.CASES,
+    *resize.CASES,
+    *image.CASES,
+    *detection.CASES,
+    *quant.CASES,
+    *rnn.CASES,
+    *attention.CASES,
+    *signal.CASES,
+    *loss.CASES,
 )
 
 

@@ -3,9 +3,12 @@ explicit pads and every auto_pad mode."""
 
 from __future__ import annotations
 
+import numpy as np
+
+from refmnn.dtypes import DType
 from refmnn.errors import RefmnnError
 
-from refmnn_conformance.case import UNIT, ErrorSample, OpCase, Sample, SampleContext
+from refmnn_conformance.case import UNIT, ErrorSample, OpCase, Sample, SampleContext, Tol
 from refmnn_conformance.cases._common import FLOATS, prod
 
 # name, X shape, W shape, attributes, with bias
@@ -55,4 +58,65 @@ def _k(sample: Sample) -> int:
 CASES = (
     OpCase("Conv", dtypes=FLOATS, samples=conv_samples, errors=conv_errors, accumulates=_k,
            tags=("accumulates",)),
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# ConvTranspose, Col2Im, DeformConv (ConvInteger and QLinearConv are in quant.py)
+
+CONV_TRANSPOSES = (
+    ("1d", (1, 2, 5), (2, 3, 3), {}),
+    ("2d", (2, 3, 4, 5), (3, 2, 3, 3), {}),
+    ("strides_output_padding", (1, 2, 4, 4), (2, 3, 3, 3), {"strides": (2, 2),
+                                                           "output_padding": (1, 0)}),
+    ("pads_dilations", (1, 2, 5, 5), (2, 2, 3, 2), {"pads": (1, 0, 1, 1), "dilations": (2, 1)}),
+    ("groups", (1, 4, 3, 3), (4, 1, 3, 3), {"group": 2}),
+    ("output_shape", (1, 2, 3, 3), (2, 2, 3, 3), {"strides": (2, 2), "output_shape": (8, 7)}),
+    ("same_upper", (1, 2, 3, 4), (2, 2, 3, 3), {"strides": (2, 2), "auto_pad": "SAME_UPPER"}),
+    ("3d", (1, 2, 3, 3, 2), (2, 2, 2, 2, 2), {"strides": (1, 2, 1)}),
+)
+
+
+def conv_transpose_samples(ctx: SampleContext):
+    for name, xs, ws, attrs in CONV_TRANSPOSES:
+        yield Sample((ctx.make(xs, UNIT), ctx.make(ws, UNIT), ctx.make((ws[1] * attrs.get("group", 1),),
+                                                                       UNIT)), attrs, name=name)
+    yield Sample((ctx.make((1, 2, 4, 4), UNIT), ctx.make((2, 3, 2, 2), UNIT)), name="no_bias")
+
+
+def col2im_samples(ctx: SampleContext):
+    i64 = lambda *v: np.array(v, dtype=np.int64)  # noqa: E731
+    yield Sample((ctx.make((1, 2 * 4, 9)), i64(4, 4), i64(2, 2)), name="basic")
+    yield Sample((ctx.make((2, 3 * 4, 9)), i64(5, 5), i64(2, 2)),
+                 {"pads": (1, 1, 1, 1), "strides": (2, 2)}, name="pads_strides")
+    yield Sample((ctx.make((1, 4, 4)), i64(5, 6), i64(2, 2)), {"dilations": (2, 2),
+                                                              "strides": (3, 1)}, name="dilations")
+
+
+def deform_conv_samples(ctx: SampleContext):
+    x, w = ctx.make((1, 2, 5, 5), UNIT), ctx.make((3, 2, 2, 2), UNIT)
+    offset = ctx.make((1, 2 * 4, 4, 4), UNIT)
+    yield Sample((x, w, offset), name="basic")
+    yield Sample((x, w, offset, ctx.make((3,), UNIT), ctx.make((1, 4, 4, 4), UNIT)),
+                 name="bias_and_mask")
+    yield Sample((ctx.make((1, 4, 5, 5), UNIT), ctx.make((2, 2, 2, 2), UNIT),
+                  ctx.make((1, 2 * 2 * 4, 2, 2), UNIT) * ctx.scalar(2.0)),
+                 {"group": 2, "offset_group": 2, "strides": (2, 2), "pads": (0, 0, 1, 1)},
+                 name="groups_offset_groups")
+
+
+def _ct_k(sample: Sample) -> int:
+    w = sample.inputs[1]
+    return max(1, w.shape[0] * prod(w.shape[2:]))
+
+
+_CT_TOL = {DType.float16: Tol(2e-3, 1e-4, "a scatter-add of products; results near zero need an "
+                                          "absolute floor")}
+CASES = CASES + (
+    OpCase("ConvTranspose", dtypes=FLOATS, samples=conv_transpose_samples, accumulates=_ct_k,
+           tolerance=_CT_TOL, tags=("accumulates",)),
+    OpCase("Col2Im", dtypes=(DType.float32, DType.float16, DType.float64), samples=col2im_samples,
+           accumulates=lambda s: 4, tags=("accumulates",)),
+    OpCase("DeformConv", dtypes=(DType.float32, DType.float64), samples=deform_conv_samples,
+           accumulates=lambda s: prod(s.inputs[1].shape[1:]) * 4, tags=("accumulates",)),
 )

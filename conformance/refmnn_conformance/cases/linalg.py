@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 from refmnn.dtypes import DType
-from refmnn.errors import ShapeError
+from refmnn.errors import OpError, ShapeError
 
-from refmnn_conformance.case import SMALL_INT, UNIT, ErrorSample, OpCase, Sample, SampleContext
+from refmnn_conformance.case import (
+    EXTREMAL,
+    SMALL_INT,
+    UNIT,
+    ErrorSample,
+    OpCase,
+    Sample,
+    SampleContext,
+    Tol,
+)
 from refmnn_conformance.cases._common import FLOATS
 
 MATMUL_SHAPES = (
@@ -73,4 +82,88 @@ CASES = (
            accumulates=_matmul_k, tags=("accumulates",)),
     OpCase("Gemm", dtypes=FLOATS + _INTS, samples=gemm_samples, accumulates=_gemm_k,
            tags=("accumulates",)),
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Einsum, Det, MatMulInteger
+
+EINSUMS = (
+    ("matmul", "ij,jk->ik", ((3, 4), (4, 5))),
+    ("batched", "bij,bjk->bik", ((2, 3, 4), (2, 4, 5))),
+    ("transpose", "ij->ji", ((3, 4),)),
+    ("trace", "ii->", ((4, 4),)),
+    ("diagonal", "ii->i", ((4, 4),)),
+    ("sum_axis", "ij->i", ((3, 4),)),
+    ("implicit_output", "ij,jk", ((3, 4), (4, 2))),
+    ("outer", "i,j->ij", ((3,), (4,))),
+    ("dot", "i,i", ((5,), (5,))),
+    ("ellipsis", "...ij,...jk->...ik", ((2, 3, 4), (2, 4, 2))),
+    ("broadcast_ellipsis", "...ij,jk->...ik", ((2, 2, 3, 4), (4, 2))),
+    ("three_operands", "ij,jk,kl->il", ((2, 3), (3, 4), (4, 2))),
+    ("attention_like", "bhqd,bhkd->bhqk", ((1, 2, 3, 4), (1, 2, 5, 4))),
+    ("empty", "ij,jk->ik", ((0, 3), (3, 2))),
+)
+
+
+def einsum_samples(ctx: SampleContext):
+    domain = UNIT if ctx.is_float else SMALL_INT
+    for name, eq, shapes in EINSUMS:
+        yield Sample(tuple(ctx.make(s, domain) for s in shapes), {"equation": eq}, name=name)
+    yield Sample((ctx.noncontiguous(ctx.make((3, 4), domain)), ctx.make((4, 2), domain)),
+                 {"equation": "ij,jk->ik"}, name="noncontiguous")
+
+
+def einsum_errors(ctx: SampleContext):
+    yield ErrorSample(Sample((ctx.make((2, 3)), ctx.make((4, 5))), {"equation": "ij,jk->ik"},
+                             name="dimension_mismatch"), OpError, r".")
+
+
+def _einsum_k(sample: Sample) -> int:
+    return max(max(a.shape, default=1) for a in sample.inputs if a is not None and a.ndim) \
+        if any(a.ndim for a in sample.inputs) else 1
+
+
+def det_samples(ctx: SampleContext):
+    yield Sample((ctx.make((3, 3)),), name="3x3")
+    yield Sample((ctx.make((2, 4, 4)),), name="batched")
+    yield Sample((ctx.make((1, 1)),), name="1x1")
+    yield Sample((ctx.array([[1.0, 2.0], [2.0, 4.0]]),), name="singular")
+    yield Sample((ctx.make((0, 2, 2)),), name="empty_batch")
+    yield Sample((ctx.noncontiguous(ctx.make((3, 3))),), name="noncontiguous")
+
+
+def det_errors(ctx: SampleContext):
+    yield ErrorSample(Sample((ctx.make((2, 3)),), name="not_square"), OpError, r".")
+
+
+def mmi_samples(ctx: SampleContext):
+    yield Sample((ctx.make((3, 4)), ctx.make((4, 5))), name="2d")
+    yield Sample((ctx.make((2, 3, 4)), ctx.make((4, 5)), ctx.array(3), ctx.array(5)),
+                 name="zero_points")
+    yield Sample((ctx.make((3, 4)), ctx.make((4, 5)), ctx.make((3,)), ctx.make((5,))),
+                 name="per_row_and_column_zero_points")
+    yield Sample((ctx.make((6, 16), EXTREMAL), ctx.make((16, 3), EXTREMAL)), name="extremal")
+    yield Sample((ctx.make((2, 512)), ctx.make((512, 3))), name="large_k")
+    yield Sample((ctx.make((0, 4)), ctx.make((4, 2))), name="m0")
+
+
+def mmi_mixed_samples(ctx: SampleContext):
+    yield Sample((ctx.make((3, 4), dtype=DType.uint8), ctx.make((4, 5), dtype=DType.int8)),
+                 name="u8_times_s8")
+    yield Sample((ctx.make((3, 4), dtype=DType.int8), ctx.make((4, 5), dtype=DType.uint8),
+                  ctx.array(-2, dtype=DType.int8), ctx.array(7, dtype=DType.uint8)), name="s8_times_u8")
+
+
+_DET_TOL = {DType.float16: Tol(5e-3, 1e-3, "an LU factorisation: cancellation over n pivots"),
+            DType.float32: Tol(1e-5, 1e-5, "an LU factorisation: cancellation over n pivots")}
+CASES = CASES + (
+    OpCase("Einsum", dtypes=FLOATS + _INTS, samples=einsum_samples, errors=einsum_errors,
+           accumulates=_einsum_k, tags=("accumulates",)),
+    OpCase("Det", dtypes=(DType.float32, DType.float16, DType.float64), samples=det_samples,
+           errors=det_errors, tolerance=_DET_TOL),
+    OpCase("MatMulInteger", dtypes=(DType.uint8, DType.int8), samples=mmi_samples,
+           tags=("quant",)),
+    OpCase("MatMulInteger", dtypes=(DType.uint8,), samples=mmi_mixed_samples, variant="mixed",
+           tags=("quant",)),
 )
