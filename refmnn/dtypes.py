@@ -139,12 +139,14 @@ def is_narrow(dtype: np.dtype) -> bool:
 def compute_dtype(dtype: np.dtype) -> np.dtype:
     """The dtype the reference computes in for elements of ``dtype``.
 
-    float16, bfloat16 and the other narrow floats compute in float32 and round once at the end,
-    so the reference does not accumulate a second set of rounding errors; narrow integers compute
-    in int32; every other dtype computes in itself.
+    bfloat16 and the other ml_dtypes floats compute in float32 and round once at the end (NumPy
+    has no arithmetic of its own for them); narrow integers compute in int32; every other dtype,
+    float16 included, computes in itself. Ops where float16 arithmetic would lose accuracy that
+    the spec does not ask for (accumulations: MatMul, reductions, normalisations) upcast float16
+    themselves and say so in their docstrings.
     """
     dtype = np.dtype(dtype)
-    if dtype in _NARROW_NUMPY_FLOAT or dtype == np.float16:
+    if dtype in _NARROW_NUMPY_FLOAT:
         return np.dtype(np.float32)
     if dtype in _NARROW_NUMPY_INT:
         return np.dtype(np.int32)
