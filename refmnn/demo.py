@@ -52,8 +52,11 @@ def _onnxruntime(path: Path, feeds: dict[str, Any]) -> dict[str, np.ndarray] | s
 
 
 def available_backends() -> list[str]:
-    """Names of the backends that can run on this machine."""
-    return ["reference"]
+    """Names of the installed backends that can run on this machine, the reference first."""
+    from refmnn.backends.registry import BackendRegistry
+
+    names = [info.name for info in BackendRegistry() if info.available]
+    return ["reference"] + [n for n in names if n != "reference"]
 
 
 def run_demo(model: str, *, cache_dir: str | None = None, seed: int = 0) -> int:
@@ -68,13 +71,19 @@ def run_demo(model: str, *, cache_dir: str | None = None, seed: int = 0) -> int:
     path, feeds = _model_and_inputs(model, cache_dir, seed)
     print(f"model {model}: {path}")
     results: dict[str, dict[str, Any]] = {}
+    from refmnn.backends.registry import BackendRegistry
+
+    for info in BackendRegistry():
+        if not info.available:
+            print(f"[{info.name}] not available here: {info.reason}")
     for backend in available_backends():
         start = time.perf_counter()
         session = Session(path, backends=(backend,))
         loaded = time.perf_counter()
         results[backend] = session.run(feeds)
         done = time.perf_counter()
-        print(f"[{backend}] load {1e3 * (loaded - start):.0f} ms, run {1e3 * (done - loaded):.0f} ms")
+        print(f"[{backend}] load {1e3 * (loaded - start):.0f} ms, first run {1e3 * (done - loaded):.0f} ms "
+              "(planning, kernel preparation and compilation included)")
         for name, value in results[backend].items():
             print("  " + summarize(name, value))
     reference = results["reference"]
