@@ -1,4 +1,4 @@
-"""The Numba CPU backend (being written)."""
+"""The Numba CPU backend (entry point ``numba``); importing this package does not import Numba."""
 
 from refmnn.backends.numba.backend import NumbaBackend
 

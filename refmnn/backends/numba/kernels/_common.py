@@ -1,0 +1,126 @@
+"""Helpers shared by the kernel modules: dtype sets, attribute helpers, broadcast layouts.
+
+Broadcast layout (used by the elementwise kernels): the output shape and every input's element
+strides (0 along broadcast axes) are *collapsed* -- size-1 axes dropped, neighbouring axes merged
+when every operand walks them as one -- and then padded in front to a fixed number of axes
+(four here: a ``[N, C, H, W] + [C, 1, 1]`` bias add becomes ``sizes (1, N, C, H*W)`` with strides
+``(0, C*H*W, H*W, 1)`` and ``(0, 0, 1, 0)``): a fixed-depth loop whose innermost axis is contiguous
+for the first operand and constant for the second -- the case the kernels specialise.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+import numpy as np
+from numba import njit
+
+from refmnn.backends.base import NodeSpec
+from refmnn.dtypes import DType
+
+RANK = 4
+F32 = frozenset({DType.float32})
+
+# njit options of every kernel: compiled once per signature, cached on disk; fastmath is off so
+# results follow IEEE float32 like the reference, and NumPy's error model makes x / 0 give inf or
+# NaN instead of raising ZeroDivisionError (Python's rule, Numba's default).
+JIT = {"cache": True, "nogil": True, "error_model": "numpy"}
+PJIT = {**JIT, "parallel": True}
+
+
+def bits(a: np.ndarray) -> np.ndarray:
+    """A flat view of ``a`` as unsigned integers of its item size, for kernels that only move
+    elements (Raster, Split, Gather): one compiled copy loop serves float16, bfloat16, bool and
+    every other fixed-size type, including those Numba cannot type."""
+    return a.reshape(-1).view(_UINT[a.dtype.itemsize])
+
+
+_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+PARALLEL_LOCK = threading.Lock()
+"""Held around every call of a ``parallel=True`` kernel: Numba's workqueue threading layer
+aborts the process if two threads enter parallel loops at once."""
+
+
+def contiguous_strides(shape: Sequence[int]) -> list[int]:
+    strides, step = [], 1
+    for dim in reversed(shape):
+        strides.append(step)
+        step *= int(dim)
+    return strides[::-1]
+
+
+def broadcast_layout(out_shape: Sequence[int], in_shapes: Sequence[Sequence[int]],
+                     rank: int = RANK) -> tuple[np.ndarray, list[np.ndarray]] | None:
+    """Collapsed ``(sizes[rank], [strides[rank] per input])`` or None when more than ``rank``
+    axes remain after collapsing (the kernels then do not apply)."""
+    out_shape = [int(d) for d in out_shape]
+    r = len(out_shape)
+    strides = []
+    for shape in in_shapes:
+        shape = [1] * (r - len(shape)) + [int(d) for d in shape]
+        s = contiguous_strides(shape)
+        strides.append([0 if shape[i] == 1 and out_shape[i] != 1 else s[i] for i in range(r)])
+    sizes: list[int] = []
+    merged: list[list[int]] = [[] for _ in in_shapes]
+    for axis in range(r):
+        if out_shape[axis] == 1:
+            continue
+        pairs = zip(merged, strides, strict=True)
+        if sizes and all(m[-1] == st[axis] * out_shape[axis] for m, st in pairs):
+            sizes[-1] *= out_shape[axis]
+            for m, st in zip(merged, strides, strict=True):
+                m[-1] = st[axis]
+            continue
+        sizes.append(out_shape[axis])
+        for m, st in zip(merged, strides, strict=True):
+            m.append(st[axis])
+    if len(sizes) > rank:
+        return None
+    pad = rank - len(sizes)
+    return (np.array([1] * pad + sizes, dtype=np.int64),
+            [np.array([0] * pad + m, dtype=np.int64) for m in merged])
+
+
+def shapes_static(spec: NodeSpec) -> bool:
+    return all(t is None or (t.is_static and t.shape is not None)
+               for t in (*spec.inputs, *spec.outputs))
+
+
+def numel(spec_type) -> int:  # type: ignore[no-untyped-def]
+    return int(np.prod(spec_type.shape, dtype=np.int64)) if spec_type.shape else 1
+
+
+def flat(a: np.ndarray) -> np.ndarray:
+    """A 1-D view of a C-contiguous array (a copy only if it is not contiguous)."""
+    return a.reshape(-1)
+
+
+def single_output(spec: NodeSpec) -> bool:
+    """True when only the first output of the node is used."""
+    return all(not name for name in spec.node.outputs[1:])
+
+
+# erf for float32 results: the reference's own rational fit (refmnn/ops/_erf.py,
+# erf(x) = x P(x^2) / Q(x^2) on x clipped to [-4, 4], float64 arithmetic, <= 0.52 ulp once
+# rounded to float32). Branch-free, so the loops that call it vectorise, unlike libm's erf.
+_P = (-1819717.3933324947, -269161.8112137465, -82147.59809869605, -4767.103874630562,
+      -493.09344082862833, 0.46550463181774127, 0.07231236090662692)
+_Q = (-1612682.549185351, -776099.3567067042, -170232.5154816521, -21757.33139263358,
+      -1676.9707913573423, -66.12038813958696)
+P0, P1, P2, P3, P4, P5, P6 = _P
+Q0, Q1, Q2, Q3, Q4, Q5 = _Q
+
+
+@njit(inline="always", **JIT)
+def erf32(x):  # type: ignore[no-untyped-def]
+    v = float(x)
+    if v != v:
+        return v
+    v = min(max(v, -4.0), 4.0)
+    z = v * v
+    p = ((((((P6 * z + P5) * z + P4) * z + P3) * z + P2) * z + P1) * z + P0)
+    q = ((((((z + Q5) * z + Q4) * z + Q3) * z + Q2) * z + Q1) * z + Q0)
+    return v * p / q
+

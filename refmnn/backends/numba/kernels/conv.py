@@ -1,0 +1,549 @@
+"""2-D convolution (Conv-1/11, NCHW, float32), four schemes chosen by cost.
+
+Notation: input ``[N, C, H, W]``, weights ``[OC, C/g, KH, KW]``, output ``[N, OC, OH, OW]``,
+``g`` groups, ``K = (C/g) * KH * KW`` the reduction length, ``MACS = N * OC * OH * OW * K``.
+The bias is added inside the loops (direct, depthwise, Winograd) or, for the sgemm schemes, in
+one epilogue pass right after the sgemm -- the same pass that adds FusedConv's residual and
+applies its activation (:mod:`.fused`), so ``Conv -> Add -> Relu`` reads and writes the output
+once more, not three times. FusedConv has the same schemes as Conv.
+
+``direct`` -- any group, stride, dilation and padding.
+    ``prange`` over (n, oc); for each input channel and kernel tap, a scalar weight times a row
+    segment of the input, accumulated into the output plane (the valid ``ow`` range is computed
+    per tap, so there are no bounds tests in the inner loop). Cost: ``12 * 2 * MACS`` (no register
+    blocking: measured about 12x slower than the sgemm schemes on ResNet layers).
+``im2col_gemm`` -- any group, stride, dilation and padding.
+    Per image and group, the receptive fields are packed (``im2col``, in parallel over the K rows)
+    into a WORKSPACE matrix ``[K, OH*OW]``, then one BLAS sgemm ``W_g [OC/g, K] @ col`` writes
+    straight into the output plane. Cost: ``2 * MACS`` (sgemm) ``+ 4 * N * C * KH * KW * OH * OW``
+    (packing traffic) ``+ 2e6 * N * g`` (per-group launch and sgemm overhead, ~40 us: it rules
+    the scheme out for depthwise layers, where 960 groups took 60 ms against 0.6 ms).
+``gemm_1x1`` -- 1x1 kernel, stride 1, no padding, one group: the input plane already *is* the
+    im2col matrix ``[C, H*W]``, so the conv is one sgemm per image with no packing.
+    Cost: ``2 * MACS + 2e5 * N``.
+``depthwise`` -- one input channel per group (``C/g == 1``, e.g. MobileNet's 3x3 layers).
+    ``prange`` over channels; for each output row and each tap, a contiguous run of outputs is
+    updated with the interior computed without bounds tests. Cost: ``10 * 2 * MACS`` (scalar-ish
+    loops, but 9 taps per output leave nothing for a GEMM to win).
+``depthwise_s1`` -- depthwise with stride 1: each worker copies a channel into a zero-padded
+    plane in WORKSPACE and computes the output with the padded row pitch, so that every tap is
+    one flat, vectorised loop over the whole plane (instead of one short loop per output row).
+    Cost: ``3 * 2 * MACS + 4 * N * OC * (H+2) * (W+2)`` (the padded copy).
+``winograd_f23`` -- 3x3, stride 1, dilation 1, one group: Winograd F(2x2, 3x3). The weights are
+    transformed once in ``prepare`` into a STATIC buffer ``U [16, OC, C]`` (``G g G^T``); ``run``
+    transforms 4x4 input tiles (``B^T d B``) into a WORKSPACE ``V [16, C, tiles]``, does 16 sgemms
+    ``M_i = U_i @ V_i`` and transforms back (``A^T m A``) with the bias. It trades 36 multiplies
+    per output 2x2 tile for 16. Cost: ``(16/36) * 2 * MACS`` (sgemms) ``+ 1000 * (C + OC) * tiles
+    * N`` (the tile transforms, calibrated on ResNet layers where they take as long as the
+    sgemms) ``+ 4e5 * N``. Applies only when the weights are known in ``prepare``
+    (``spec.constants[1]``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from refmnn.backends.base import Kernel, KernelDef, NodeSpec, Scheme, Storage
+from refmnn.backends.numba.kernels._common import F32, PARALLEL_LOCK, PJIT
+from refmnn.backends.numba.kernels.fused import Epilogue, epilogue_ok
+from refmnn.ops.fused import DOMAIN as FUSED_DOMAIN
+
+GEMM_CALL = 2e5  # per sgemm call (and its packing launch), in flop units (~4 us at 50 GFLOP/s)
+
+
+# ---------------------------------------------------------------------------------------------
+# parameters
+
+
+def conv_params(spec: NodeSpec) -> tuple[int, ...]:
+    """(kh, kw, sh, sw, dh, dw, pad_top, pad_left, pad_bottom, pad_right, group)."""
+    a = spec.attrs
+    w = [int(d) for d in spec.inputs[1].shape]
+    kh, kw = (int(k) for k in (a.get("kernel_shape") or w[2:]))
+    sh, sw = (int(s) for s in (a.get("strides") or (1, 1)))
+    dh, dw = (int(d) for d in (a.get("dilations") or (1, 1)))
+    h, wd = (int(d) for d in spec.inputs[0].shape[2:])
+    oh, ow = (int(d) for d in spec.outputs[0].shape[2:])
+    auto = a.get("auto_pad", "NOTSET") or "NOTSET"
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        pads = []
+        for size, out, k, s, d in ((h, oh, kh, sh, dh), (wd, ow, kw, sw, dw)):
+            total = max(0, (out - 1) * s + (k - 1) * d + 1 - size)
+            small, big = total // 2, total - total // 2
+            pads.append((small, big) if auto == "SAME_UPPER" else (big, small))
+        p = [pads[0][0], pads[1][0], pads[0][1], pads[1][1]]
+    else:
+        p = [int(v) for v in (a.get("pads") or (0, 0, 0, 0))] if auto == "NOTSET" else [0, 0, 0, 0]
+    return kh, kw, sh, sw, dh, dw, p[0], p[1], p[2], p[3], int(a.get("group", 1) or 1)
+
+
+def macs(spec: NodeSpec) -> float:
+    n, oc, oh, ow = (int(d) for d in spec.outputs[0].shape)
+    _, cg, kh, kw = (int(d) for d in spec.inputs[1].shape)
+    return float(n * oc * oh * ow * cg * kh * kw)
+
+
+def is_2d(spec: NodeSpec) -> bool:
+    x, w = spec.inputs[0], spec.inputs[1]
+    return x is not None and w is not None and x.rank == 4 and w.rank == 4
+
+
+def is_1x1(spec: NodeSpec) -> bool:
+    if not is_2d(spec):
+        return False
+    kh, kw, sh, sw, _, _, pt, pl, pb, pr, g = conv_params(spec)
+    return (kh, kw, sh, sw, pt, pl, pb, pr, g) == (1, 1, 1, 1, 0, 0, 0, 0, 1)
+
+
+def is_depthwise(spec: NodeSpec) -> bool:
+    return (is_2d(spec) and int(spec.inputs[1].shape[1]) == 1
+            and conv_params(spec)[-1] == int(spec.inputs[0].shape[1]))
+
+
+def is_depthwise_s1(spec: NodeSpec) -> bool:
+    return is_depthwise(spec) and conv_params(spec)[2:4] == (1, 1)
+
+
+def is_3x3_s1(spec: NodeSpec) -> bool:
+    if not is_2d(spec):
+        return False
+    kh, kw, sh, sw, dh, dw, *_, g = conv_params(spec)
+    return (kh, kw, sh, sw, dh, dw, g) == (3, 3, 1, 1, 1, 1, 1) and 1 in spec.constants
+
+
+# ---------------------------------------------------------------------------------------------
+# numba loops
+
+
+@njit(**PJIT)
+def conv_direct(x, w, bias, out, sh, sw, dh, dw, pt, pl, group):
+    n_img, c_in, h, wd = x.shape
+    oc_n, cg, kh_n, kw_n = w.shape
+    oh_n, ow_n = out.shape[2], out.shape[3]
+    ocg = oc_n // group
+    for t in prange(n_img * oc_n):
+        n = t // oc_n
+        oc = t % oc_n
+        g = oc // ocg
+        plane = out[n, oc]
+        b = bias[oc]
+        for oh in range(oh_n):
+            for ow in range(ow_n):
+                plane[oh, ow] = b
+        for ic in range(cg):
+            c = g * cg + ic
+            for kh in range(kh_n):
+                for kw in range(kw_n):
+                    wv = w[oc, ic, kh, kw]
+                    off = kw * dw - pl
+                    lo = 0 if off >= 0 else min(ow_n, (-off + sw - 1) // sw)
+                    hi = max(lo, min(ow_n, (wd - 1 - off) // sw + 1 if wd - 1 - off >= 0 else 0))
+                    if hi == lo:
+                        continue
+                    for oh in range(oh_n):
+                        ih = oh * sh - pt + kh * dh
+                        if ih < 0 or ih >= h:
+                            continue
+                        # slices first: indices from 0 let LLVM vectorise (no negative-index fixup)
+                        dst = plane[oh, lo:hi]
+                        src = x[n, c, ih, lo * sw + off:(hi - 1) * sw + off + 1:sw]
+                        for k in range(hi - lo):
+                            dst[k] += wv * src[k]
+
+
+@njit(**PJIT)
+def conv_depthwise(x, w, bias, out, sh, sw, dh, dw, pt, pl, mult):
+    n_img, c_in, h, wd = x.shape
+    oc_n, _, kh_n, kw_n = w.shape
+    oh_n, ow_n = out.shape[2], out.shape[3]
+    for t in prange(n_img * oc_n):
+        n = t // oc_n
+        oc = t % oc_n
+        c = oc // mult
+        plane = out[n, oc]
+        src = x[n, c]
+        b = bias[oc]
+        for oh in range(oh_n):
+            orow = plane[oh]
+            for ow in range(ow_n):
+                orow[ow] = b
+            for kh in range(kh_n):
+                ih = oh * sh - pt + kh * dh
+                if ih < 0 or ih >= h:
+                    continue
+                irow = src[ih]
+                for kw in range(kw_n):
+                    wv = w[oc, 0, kh, kw]
+                    off = kw * dw - pl
+                    lo = 0 if off >= 0 else min(ow_n, (-off + sw - 1) // sw)
+                    hi = max(lo, min(ow_n, (wd - 1 - off) // sw + 1 if wd - 1 - off >= 0 else 0))
+                    if hi == lo:
+                        continue
+                    # slices first: indices from 0 let LLVM vectorise (no negative-index fixup)
+                    dst = orow[lo:hi]
+                    seg = irow[lo * sw + off:(hi - 1) * sw + off + 1:sw]
+                    for k in range(hi - lo):
+                        dst[k] += wv * seg[k]
+
+
+@njit(**PJIT)
+def conv_depthwise_s1(x, w, bias, out, dh, dw, pt, pl, mult, scratch, parts):
+    """Stride-1 depthwise conv with every tap one long contiguous loop.
+
+    Each worker copies a channel into a zero-padded plane ``[Hp, Wp]`` of its scratch and
+    computes the output with the padded row pitch ``Wp``: then tap (kh, kw) is
+    ``o[p] += w * pad[p + kh*dh*Wp + kw*dw]`` over one flat range, which LLVM vectorises; the
+    ``Wp - OW`` junk columns per row are dropped when copying out.
+    """
+    n_img, c_in, h, wd = x.shape
+    oc_n, _, kh_n, kw_n = w.shape
+    oh_n, ow_n = out.shape[2], out.shape[3]
+    hp = oh_n + (kh_n - 1) * dh
+    wp = ow_n + (kw_n - 1) * dw
+    length = (oh_n - 1) * wp + ow_n
+    jobs = n_img * oc_n
+    for part in prange(parts):
+        pad = scratch[part, :hp * wp]
+        acc = scratch[part, hp * wp:hp * wp + oh_n * wp]
+        for t in range(part * jobs // parts, (part + 1) * jobs // parts):
+            n = t // oc_n
+            oc = t % oc_n
+            c = oc // mult
+            for i in range(hp * wp):
+                pad[i] = 0
+            for ih in range(h):
+                row = pad[(ih + pt) * wp + pl:(ih + pt) * wp + pl + wd]
+                src = x[n, c, ih]
+                for k in range(wd):
+                    row[k] = src[k]
+            b = bias[oc]
+            for i in range(length):
+                acc[i] = b
+            for kh in range(kh_n):
+                for kw in range(kw_n):
+                    wv = w[oc, 0, kh, kw]
+                    shifted = pad[kh * dh * wp + kw * dw:kh * dh * wp + kw * dw + length]
+                    for i in range(length):
+                        acc[i] += wv * shifted[i]
+            for oh in range(oh_n):
+                dst = out[n, oc, oh]
+                line = acc[oh * wp:oh * wp + ow_n]
+                for k in range(ow_n):
+                    dst[k] = line[k]
+
+
+@njit(**PJIT)
+def im2col(x, n, c0, cg, kh_n, kw_n, sh, sw, dh, dw, pt, pl, oh_n, ow_n, col):
+    """col[(ic, kh, kw), (oh, ow)] = x[n, c0 + ic, oh*sh - pt + kh*dh, ow*sw - pl + kw*dw]
+    (0 outside the input)."""
+    h, wd = x.shape[2], x.shape[3]
+    kk = kh_n * kw_n
+    for r in prange(cg * kk):
+        ic = r // kk
+        kh = (r // kw_n) % kh_n
+        kw = r % kw_n
+        off = kw * dw - pl
+        lo = 0 if off >= 0 else min(ow_n, (-off + sw - 1) // sw)
+        hi = max(lo, min(ow_n, (wd - 1 - off) // sw + 1 if wd - 1 - off >= 0 else 0))
+        src = x[n, c0 + ic]
+        for oh in range(oh_n):
+            base = oh * ow_n
+            ih = oh * sh - pt + kh * dh
+            if ih < 0 or ih >= h:
+                for ow in range(ow_n):
+                    col[r, base + ow] = 0
+                continue
+            row = src[ih]
+            dst = col[r, base:base + ow_n]
+            for ow in range(lo):
+                dst[ow] = 0
+            if hi > lo:
+                seg = row[lo * sw + off:(hi - 1) * sw + off + 1:sw]
+                part = dst[lo:hi]
+                for k in range(hi - lo):
+                    part[k] = seg[k]
+            for ow in range(hi, ow_n):
+                dst[ow] = 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Winograd F(2x2, 3x3)
+
+# G (4x3), B^T (4x4), A^T (2x4) of F(2, 3)
+WG = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], dtype=np.float64)
+
+
+@njit(**PJIT)
+def winograd23_input(x, n, pt, pl, tiles_h, tiles_w, v):
+    """V[16, C, tiles] = B^T d B for every 4x4 input tile d (stride 2, zero outside)."""
+    c_in, h, wd = x.shape[1], x.shape[2], x.shape[3]
+    for c in prange(c_in):
+        tile = np.empty((4, 4), dtype=np.float32)
+        tmp = np.empty((4, 4), dtype=np.float32)
+        src = x[n, c]
+        for th in range(tiles_h):
+            for tw in range(tiles_w):
+                h0 = th * 2 - pt
+                w0 = tw * 2 - pl
+                for i in range(4):
+                    ih = h0 + i
+                    for j in range(4):
+                        iw = w0 + j
+                        tile[i, j] = src[ih, iw] if (0 <= ih < h and 0 <= iw < wd) else 0
+                # tmp = B^T tile (rows)
+                for j in range(4):
+                    d0, d1, d2, d3 = tile[0, j], tile[1, j], tile[2, j], tile[3, j]
+                    tmp[0, j] = d0 - d2
+                    tmp[1, j] = d1 + d2
+                    tmp[2, j] = d2 - d1
+                    tmp[3, j] = d1 - d3
+                t = th * tiles_w + tw
+                for i in range(4):
+                    d0, d1, d2, d3 = tmp[i, 0], tmp[i, 1], tmp[i, 2], tmp[i, 3]
+                    v[i * 4 + 0, c, t] = d0 - d2
+                    v[i * 4 + 1, c, t] = d1 + d2
+                    v[i * 4 + 2, c, t] = d2 - d1
+                    v[i * 4 + 3, c, t] = d1 - d3
+
+
+@njit(**PJIT)
+def winograd23_output(m, bias, out, n, tiles_h, tiles_w):
+    """out[n, oc, 2x2 tile] = A^T M A + bias, clipped at the output border."""
+    oc_n, oh_n, ow_n = out.shape[1], out.shape[2], out.shape[3]
+    for oc in prange(oc_n):
+        b = bias[oc]
+        plane = out[n, oc]
+        tmp = np.empty((2, 4), dtype=np.float32)
+        for th in range(tiles_h):
+            for tw in range(tiles_w):
+                t = th * tiles_w + tw
+                for j in range(4):
+                    m0 = m[0 * 4 + j, oc, t]
+                    m1 = m[1 * 4 + j, oc, t]
+                    m2 = m[2 * 4 + j, oc, t]
+                    m3 = m[3 * 4 + j, oc, t]
+                    tmp[0, j] = m0 + m1 + m2
+                    tmp[1, j] = m1 - m2 - m3
+                for i in range(2):
+                    oh = th * 2 + i
+                    if oh >= oh_n:
+                        continue
+                    y0 = tmp[i, 0] + tmp[i, 1] + tmp[i, 2] + b
+                    y1 = tmp[i, 1] - tmp[i, 2] - tmp[i, 3] + b
+                    ow = tw * 2
+                    plane[oh, ow] = y0
+                    if ow + 1 < ow_n:
+                        plane[oh, ow + 1] = y1
+
+
+# ---------------------------------------------------------------------------------------------
+# kernels
+
+
+class ConvBase(Kernel):
+    """Shared by every scheme (and by FusedConv, whose residual Z is input 3 and whose
+    activation is in the attributes): the parameters, the bias, and the epilogue pass."""
+
+    bias_in_epilogue = False  # the GEMM schemes add the bias in the epilogue pass
+
+    def __init__(self, backend) -> None:  # type: ignore[no-untyped-def]
+        self.backend = backend
+
+    def prepare(self, spec: NodeSpec) -> None:
+        self.params = conv_params(spec)
+        oc = int(spec.inputs[1].shape[0])
+        self.has_bias = len(spec.inputs) > 2 and spec.inputs[2] is not None
+        bias_input = 2 if self.bias_in_epilogue else None
+        self.epilogue = Epilogue(spec, bias_input, 3, bias_shape=(oc, 1, 1))
+        # a zero bias in STATIC memory when the node has none, so the loops always add one
+        buf = self.backend.allocate(oc * 4, Storage.STATIC)
+        self.zero_bias = buf.handle[:oc * 4].view(np.float32)
+        self.zero_bias[:] = 0
+
+    def bias(self, inputs) -> np.ndarray:  # type: ignore[no-untyped-def]
+        return inputs[2] if self.has_bias else self.zero_bias
+
+
+class DirectConv(ConvBase):
+    def run(self, inputs, outputs, workspace):
+        kh, kw, sh, sw, dh, dw, pt, pl, _, _, g = self.params
+        with PARALLEL_LOCK:
+            conv_direct(inputs[0], inputs[1], self.bias(inputs), outputs[0],
+                        sh, sw, dh, dw, pt, pl, g)
+        self.epilogue(inputs, outputs[0])
+
+
+class DepthwiseConv(ConvBase):
+    def run(self, inputs, outputs, workspace):
+        kh, kw, sh, sw, dh, dw, pt, pl, _, _, g = self.params
+        mult = inputs[1].shape[0] // g
+        with PARALLEL_LOCK:
+            conv_depthwise(inputs[0], inputs[1], self.bias(inputs), outputs[0],
+                           sh, sw, dh, dw, pt, pl, mult)
+        self.epilogue(inputs, outputs[0])
+
+
+class DepthwiseS1Conv(ConvBase):
+    def prepare(self, spec: NodeSpec) -> None:
+        import numba
+
+        super().prepare(spec)
+        kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, g = self.params
+        h, wd = (int(d) for d in spec.inputs[0].shape[2:])
+        oh, ow = (int(d) for d in spec.outputs[0].shape[2:])
+        self.parts = numba.config.NUMBA_NUM_THREADS
+        self.per = (h + pt + pb) * (wd + pl + pr) + oh * (wd + pl + pr)
+        self.workspace_bytes = self.parts * self.per * 4
+
+    def run(self, inputs, outputs, workspace):
+        kh, kw, sh, sw, dh, dw, pt, pl, _, _, g = self.params
+        mult = inputs[1].shape[0] // g
+        raw = workspace.handle[:self.workspace_bytes].view(np.float32)
+        scratch = raw.reshape(self.parts, self.per)
+        with PARALLEL_LOCK:
+            conv_depthwise_s1(inputs[0], inputs[1], self.bias(inputs), outputs[0],
+                              dh, dw, pt, pl, mult, scratch, self.parts)
+        self.epilogue(inputs, outputs[0])
+
+
+class Im2colConv(ConvBase):
+    bias_in_epilogue = True
+
+    def prepare(self, spec: NodeSpec) -> None:
+        super().prepare(spec)
+        oc, cg, kh, kw = (int(d) for d in spec.inputs[1].shape)
+        self.n, self.c = int(spec.inputs[0].shape[0]), int(spec.inputs[0].shape[1])
+        self.oh, self.ow = (int(d) for d in spec.outputs[0].shape[2:])
+        self.k = cg * kh * kw
+        self.workspace_bytes = self.k * self.oh * self.ow * 4
+
+    def run(self, inputs, outputs, workspace):
+        kh, kw, sh, sw, dh, dw, pt, pl, _, _, g = self.params
+        x, w, out = inputs[0], inputs[1], outputs[0]
+        oc = w.shape[0]
+        ocg, cg, p = oc // g, w.shape[1], self.oh * self.ow
+        col = workspace.handle[:self.k * p * 4].view(np.float32).reshape(self.k, p)
+        wm = w.reshape(g, ocg, self.k)
+        for n in range(self.n):
+            planes = out[n].reshape(g, ocg, p)
+            for gi in range(g):
+                with PARALLEL_LOCK:
+                    im2col(x, n, gi * cg, cg, kh, kw, sh, sw, dh, dw, pt, pl, self.oh, self.ow, col)
+                self.backend.gemm(wm[gi], col, planes[gi])
+        self.epilogue(inputs, out)
+
+
+class Gemm1x1Conv(ConvBase):
+    bias_in_epilogue = True
+
+    def run(self, inputs, outputs, workspace):
+        x, w, out = inputs[0], inputs[1], outputs[0]
+        n_img, c = x.shape[0], x.shape[1]
+        oc = w.shape[0]
+        p = x.shape[2] * x.shape[3]
+        wm = w.reshape(oc, c)
+        for n in range(n_img):
+            o = out[n].reshape(oc, p)
+            self.backend.gemm(wm, x[n].reshape(c, p), o)
+        self.epilogue(inputs, out)
+
+
+class Winograd23Conv(ConvBase):
+    def prepare(self, spec: NodeSpec) -> None:
+        super().prepare(spec)
+        w = np.asarray(spec.constants[1], dtype=np.float64)  # [OC, C, 3, 3]
+        oc, c = w.shape[0], w.shape[1]
+        u = np.einsum("ij,ocjk,lk->iloc", WG, w, WG).reshape(16, oc, c)  # G g G^T per (oc, c)
+        buf = self.backend.allocate(u.size * 4, Storage.STATIC)
+        self.u = buf.handle[:u.size * 4].view(np.float32).reshape(16, oc, c)
+        self.u[...] = u
+        self.oc, self.c = oc, c
+        self.n = int(spec.inputs[0].shape[0])
+        self.oh, self.ow = (int(d) for d in spec.outputs[0].shape[2:])
+        self.th, self.tw = (self.oh + 1) // 2, (self.ow + 1) // 2
+        tiles = self.th * self.tw
+        self.v_elems = 16 * c * tiles
+        self.m_elems = 16 * oc * tiles
+        self.workspace_bytes = (self.v_elems + self.m_elems) * 4
+
+    def run(self, inputs, outputs, workspace):
+        _, _, _, _, _, _, pt, pl, _, _, _ = self.params
+        tiles = self.th * self.tw
+        raw = workspace.handle[:self.workspace_bytes].view(np.float32)
+        v = raw[:self.v_elems].reshape(16, self.c, tiles)
+        m = raw[self.v_elems:self.v_elems + self.m_elems].reshape(16, self.oc, tiles)
+        bias = self.bias(inputs)
+        for n in range(self.n):
+            with PARALLEL_LOCK:
+                winograd23_input(inputs[0], n, pt, pl, self.th, self.tw, v)
+            self.backend.gemm(self.u, v, m)
+            with PARALLEL_LOCK:
+                winograd23_output(m, bias, outputs[0], n, self.th, self.tw)
+        self.epilogue(inputs, outputs[0])
+
+
+# ---------------------------------------------------------------------------------------------
+# declarations
+
+
+def _direct_cost(spec: NodeSpec) -> float:
+    return 12 * 2 * macs(spec) + 2000.0
+
+
+def _depthwise_cost(spec: NodeSpec) -> float:
+    return 10 * 2 * macs(spec) + 2000.0
+
+
+def _depthwise_s1_cost(spec: NodeSpec) -> float:
+    n, c, h, w = (int(d) for d in spec.inputs[0].shape)
+    oc = int(spec.inputs[1].shape[0])
+    return 3 * 2 * macs(spec) + 4.0 * n * oc * (h + 2) * (w + 2) + 2000.0
+
+
+def _im2col_cost(spec: NodeSpec) -> float:
+    n, c, _, _ = (int(d) for d in spec.inputs[0].shape)
+    kh, kw, *_, g = conv_params(spec)
+    oh, ow = (int(d) for d in spec.outputs[0].shape[2:])
+    return 2 * macs(spec) + 4.0 * n * c * kh * kw * oh * ow + 10 * GEMM_CALL * n * g
+
+
+def _gemm_1x1_cost(spec: NodeSpec) -> float:
+    return 2 * macs(spec) + GEMM_CALL * int(spec.inputs[0].shape[0])
+
+
+def _winograd23_cost(spec: NodeSpec) -> float:
+    n, c, _, _ = (int(d) for d in spec.inputs[0].shape)
+    oc = int(spec.inputs[1].shape[0])
+    oh, ow = (int(d) for d in spec.outputs[0].shape[2:])
+    tiles = ((oh + 1) // 2) * ((ow + 1) // 2)
+    return (16 / 36) * 2 * macs(spec) + 1000.0 * (c + oc) * tiles * n + 2 * GEMM_CALL * n
+
+
+def _schemes(fused: bool) -> tuple[Scheme, ...]:
+    def when(applies):  # type: ignore[no-untyped-def]
+        return (lambda spec: applies(spec) and epilogue_ok(spec, 3)) if fused else applies
+
+    return (
+        Scheme("direct", lambda b, s: DirectConv(b), applies=when(is_2d), cost=_direct_cost,
+               doc="prange over (n, oc), tap-by-tap row updates"),
+        Scheme("im2col_gemm", lambda b, s: Im2colConv(b), applies=when(is_2d), cost=_im2col_cost,
+               doc="pack receptive fields into WORKSPACE, one BLAS sgemm per group"),
+        Scheme("gemm_1x1", lambda b, s: Gemm1x1Conv(b), applies=when(is_1x1), cost=_gemm_1x1_cost,
+               doc="1x1 stride 1: one BLAS sgemm per image, no packing"),
+        Scheme("depthwise", lambda b, s: DepthwiseConv(b), applies=when(is_depthwise),
+               cost=_depthwise_cost,
+               doc="one input channel per group, prange over channels"),
+        Scheme("depthwise_s1", lambda b, s: DepthwiseS1Conv(b), applies=when(is_depthwise_s1),
+               cost=_depthwise_s1_cost,
+               doc="stride-1 depthwise on a padded plane, one flat loop per tap"),
+        Scheme("winograd_f23", lambda b, s: Winograd23Conv(b), applies=when(is_3x3_s1),
+               cost=_winograd23_cost,
+               doc="F(2x2,3x3): weights transformed in prepare, 16 sgemms"),
+    )
+
+
+KERNELS = (
+    KernelDef("Conv", _schemes(False), since=1, dtypes=F32),
+    KernelDef("FusedConv", _schemes(True), domain=FUSED_DOMAIN, since=1, dtypes=F32),
+)

@@ -1,0 +1,186 @@
+"""Fused producer + epilogue ops (``refmnn::FusedConv``, ``refmnn::FusedMatMul``).
+
+The graph passes (:mod:`refmnn.schedule.optimize`) turn ``Conv -> Add(residual) -> Relu`` and
+``MatMul -> Add(bias) -> Gelu`` chains into one node when a backend declares the fused op (see
+:mod:`refmnn.ops.fused` for their meaning). Here the producer is any Conv / MatMul scheme of
+:mod:`.conv` / :mod:`.linalg` -- the same schemes, applicability and costs -- and the epilogue
+is :func:`epilogue_kernel`: one parallel pass over the output, while it is still in cache, computing
+``act((y + bias) + z)`` with the operands broadcast through a six-axis layout (as the
+elementwise kernels) and the same float32 rounding after each step as the unfused graph.
+Gelu's erf is the reference's branch-free float32 rational fit (``_common.erf32``).
+
+For the GEMM schemes the convolution's own bias joins the epilogue (so the output is read and
+written once after the sgemm); the direct, depthwise and Winograd kernels add it inside their
+loops and the epilogue pass runs only when there is a residual or an activation.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from numba import prange
+
+from refmnn.backends.base import NodeSpec
+from refmnn.backends.numba.kernels._common import JIT, PARALLEL_LOCK, PJIT, broadcast_layout, erf32
+
+RANK = 6
+NONE, RELU, LEAKY, CLIP, SIGMOID, TANH, GELU, GELU_TANH = range(8)
+ACT_CODES = {"none": NONE, "relu": RELU, "leaky_relu": LEAKY, "clip": CLIP, "sigmoid": SIGMOID,
+             "tanh": TANH, "gelu": GELU, "gelu_tanh": GELU_TANH}
+SQRT1_2 = 1.0 / math.sqrt(2.0)
+SQRT2_PI = math.sqrt(2.0 / math.pi)
+
+
+@njit(inline="always", **JIT)
+def activate(act, v, alpha, lo, hi):
+    """One activation of a float32 value (NaN passes through, as in the references)."""
+    if act == RELU:
+        return v if (v > 0 or v != v) else 0.0
+    if act == LEAKY:
+        return v if v >= 0 else v * alpha
+    if act == CLIP:
+        if v < lo:
+            v = lo
+        if v > hi:
+            v = hi
+        return v
+    if act == SIGMOID:
+        if v >= 0:
+            return 1 / (1 + math.exp(-v))
+        e = math.exp(v)
+        return e / (1 + e)
+    if act == TANH:
+        return math.tanh(v)
+    if act == GELU:
+        return 0.5 * v * (1.0 + erf32(v * SQRT1_2))
+    if act == GELU_TANH:
+        return 0.5 * v * (1.0 + math.tanh(SQRT2_PI * (v + 0.044715 * v * v * v)))
+    return v
+
+
+@njit(**PJIT)
+def epilogue_kernel(y, b, z, has_b, has_z, sizes, sb, sz, act, alpha, lo, hi):
+    """y = act((y + b) + z) in place, over six collapsed axes (y contiguous); ``prange`` over
+    the five outer axes flattened."""
+    n5 = sizes[5]
+    b5, z5 = sb[5], sz[5]
+    outer = sizes[0] * sizes[1] * sizes[2] * sizes[3] * sizes[4]
+    for t in prange(outer):
+        i4 = t % sizes[4]
+        r4 = t // sizes[4]
+        i3 = r4 % sizes[3]
+        r3 = r4 // sizes[3]
+        i2 = r3 % sizes[2]
+        r2 = r3 // sizes[2]
+        i1 = r2 % sizes[1]
+        i0 = r2 // sizes[1]
+        pb = i0 * sb[0] + i1 * sb[1] + i2 * sb[2] + i3 * sb[3] + i4 * sb[4]
+        pz = i0 * sz[0] + i1 * sz[1] + i2 * sz[2] + i3 * sz[3] + i4 * sz[4]
+        yv = y[t * n5:(t + 1) * n5]
+        # one short pass per step over a row that stays in L1; slices keep indices from 0 so
+        # that each pass vectorises (float32 rounding after each step, as the unfused graph)
+        if has_b:
+            if b5 == 1:
+                bv = b[pb:pb + n5]
+                for i in range(n5):
+                    yv[i] = yv[i] + bv[i]
+            elif b5 == 0:
+                bb = b[pb]
+                for i in range(n5):
+                    yv[i] = yv[i] + bb
+            else:
+                for i in range(n5):
+                    yv[i] = yv[i] + b[pb + i * b5]
+        if has_z:
+            if z5 == 1:
+                zv = z[pz:pz + n5]
+                for i in range(n5):
+                    yv[i] = yv[i] + zv[i]
+            elif z5 == 0:
+                zz = z[pz]
+                for i in range(n5):
+                    yv[i] = yv[i] + zz
+            else:
+                for i in range(n5):
+                    yv[i] = yv[i] + z[pz + i * z5]
+        if act == RELU:  # the common activations get their own loops (vectorised)
+            for i in range(n5):
+                v = yv[i]
+                yv[i] = v if (v > 0 or v != v) else 0
+        elif act == GELU:
+            for i in range(n5):
+                v = np.float64(yv[i])
+                yv[i] = 0.5 * v * (1.0 + erf32(v * SQRT1_2))
+        elif act != NONE:
+            for i in range(n5):
+                yv[i] = activate(act, yv[i], alpha, lo, hi)
+
+
+class Epilogue:
+    """The epilogue of one node: which operands (by input index) and which activation.
+
+    ``bias_input``: index of an input added first (FusedMatMul's bias; a conv bias viewed as
+    ``[OC, 1, 1]`` when the producer leaves it out), ``bias_shape`` its broadcast shape;
+    ``z_input``: index of the residual input. ``active`` is False when there is nothing to do.
+    """
+
+    def __init__(self, spec: NodeSpec, bias_input: int | None, z_input: int | None,
+                 bias_shape: tuple[int, ...] | None = None) -> None:
+        def present(i: int | None) -> bool:
+            return i is not None and i < len(spec.inputs) and spec.inputs[i] is not None
+
+        self.bias_input = bias_input if present(bias_input) else None
+        self.z_input = z_input if present(z_input) else None
+        a = spec.attrs
+        self.act = ACT_CODES[a.get("activation", "none") or "none"]
+        self.alpha = np.float32(a.get("activation_alpha", 0.01))
+        self.lo = np.float32(a.get("activation_min", -np.inf))
+        self.hi = np.float32(a.get("activation_max", np.inf))
+        out = tuple(int(d) for d in spec.outputs[0].shape)
+        def shape(i: int | None) -> tuple[int, ...]:
+            return () if i is None else tuple(int(d) for d in spec.inputs[i].shape)
+
+        b_shape = bias_shape if self.bias_input is not None and bias_shape is not None \
+            else shape(self.bias_input)
+        shapes = [out, b_shape, shape(self.z_input)]
+        layout = broadcast_layout(out, shapes, RANK)
+        self.ok = layout is not None
+        if layout is not None:
+            self.sizes, (_, self.sb, self.sz) = layout
+            if self.bias_input is None:
+                self.sb = np.zeros(RANK, np.int64)
+            if self.z_input is None:
+                self.sz = np.zeros(RANK, np.int64)
+        self.active = self.act != NONE or self.bias_input is not None or self.z_input is not None
+        self._dummy = np.zeros(1, np.float32)
+        self.bias_array: np.ndarray | None = None  # replaces inputs[bias_input] when set
+
+    def __call__(self, inputs, out: np.ndarray) -> None:  # type: ignore[no-untyped-def]
+        if not self.active:
+            return
+        if self.bias_array is not None:
+            b = self.bias_array
+        else:
+            b = inputs[self.bias_input].reshape(-1) if self.bias_input is not None else self._dummy
+        z = inputs[self.z_input].reshape(-1) if self.z_input is not None else self._dummy
+        with PARALLEL_LOCK:
+            epilogue_kernel(out.reshape(-1), b, z, self.bias_input is not None,
+                            self.z_input is not None, self.sizes, self.sb, self.sz, self.act,
+                            self.alpha, self.lo, self.hi)
+
+
+def epilogue_ok(spec: NodeSpec, z_input: int, bias_input: int | None = None) -> bool:
+    """The residual/bias broadcast into the output within six axes, the activation is known."""
+    if (spec.attrs.get("activation", "none") or "none") not in ACT_CODES:
+        return False
+    out = spec.outputs[0]
+    if out is None or out.shape is None:
+        return False
+    shapes = [tuple(out.shape)]
+    for i in (bias_input, z_input):
+        if i is not None and i < len(spec.inputs) and spec.inputs[i] is not None:
+            shapes.append(tuple(spec.inputs[i].shape))
+    return broadcast_layout(tuple(out.shape), shapes, RANK) is not None

@@ -1,0 +1,180 @@
+"""MatMul (NumPy semantics: batched, broadcasting batch axes, 1-D operands promoted), and
+``refmnn::FusedMatMul`` = act((MatMul + bias) + Z) with the same schemes followed by the one-pass
+epilogue of :mod:`.fused`; and Gemm / ``refmnn::FusedGemm`` (declared so that a model's final
+``Gemm(transB=1)`` is not lowered to a Transpose that copies the weight on every run).
+
+Scheme ``blas`` of Gemm -- 2-D A and B: one sgemm on ``A.T`` / ``B.T`` views, ``alpha`` in place,
+    ``beta * C`` (pre-scaled in ``prepare``) and the activation in the epilogue. Applies when
+    beta is 1 or 0 or C is a constant. Cost: ``2*M*N*K``.
+
+Scheme ``blas`` -- applies always: ``np.matmul(a, b, out=out)`` on the arena views, i.e. one
+    BLAS sgemm per batch through NumPy (OpenBLAS here), split into panels over the backend's
+    threads (:mod:`refmnn.backends.numba._blas`). Calling BLAS is this scheme's point:
+    a tuned sgemm runs at several times the speed of any loop nest Numba emits.
+    Cost: ``2*M*N*K*batch`` flops at unit price + ``5000`` per batch (call and packing overhead).
+Scheme ``blocked`` -- applies when both operands have rank >= 2 and are not empty: a Numba loop nest,
+    ``prange`` over (batch, row-block), ``i-k-j`` order inside blocks of ``KB`` along K so the
+    innermost loop streams a row of B into a row of the output (vectorised). Batch broadcasting
+    is resolved in ``prepare`` into two index tables. Cost: ``4 * 2*M*N*K*batch`` (no register
+    tiling: about a quarter of BLAS speed), so it wins only for tiny products where BLAS's call
+    overhead dominates.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from refmnn.backends.base import Kernel, KernelDef, NodeSpec, Scheme, Storage
+from refmnn.backends.numba.kernels._common import F32, PARALLEL_LOCK, PJIT
+from refmnn.backends.numba.kernels.fused import Epilogue, epilogue_ok
+from refmnn.ops.fused import DOMAIN as FUSED_DOMAIN
+
+KB = 64  # K block of the blocked scheme
+MB = 16  # rows per parallel work item
+
+
+@njit(**PJIT)
+def matmul_blocked(a, b, out, ia, ib):
+    nb, m, n = out.shape
+    k_total = a.shape[2]
+    row_blocks = (m + MB - 1) // MB
+    for t in prange(nb * row_blocks):
+        bi = t // row_blocks
+        r0 = (t % row_blocks) * MB
+        r1 = min(m, r0 + MB)
+        aa = a[ia[bi]]
+        bb = b[ib[bi]]
+        oo = out[bi]
+        for i in range(r0, r1):
+            for j in range(n):
+                oo[i, j] = 0
+        for k0 in range(0, k_total, KB):
+            k1 = min(k_total, k0 + KB)
+            for i in range(r0, r1):
+                for k in range(k0, k1):
+                    v = aa[i, k]
+                    for j in range(n):
+                        oo[i, j] += v * bb[k, j]
+
+
+def _dims(spec: NodeSpec) -> tuple[int, int, int, int]:
+    """(batch, M, N, K) of the product."""
+    a, b = (list(int(d) for d in t.shape) for t in spec.inputs[:2])
+    k = a[-1]
+    m = a[-2] if len(a) >= 2 else 1
+    n = b[-1] if len(b) >= 2 else 1
+    out = [int(d) for d in spec.outputs[0].shape]
+    batch = int(np.prod(out, dtype=np.int64)) // max(m * n, 1)
+    return batch, m, n, k
+
+
+class MatMulBlas(Kernel):
+    def __init__(self, backend) -> None:  # type: ignore[no-untyped-def]
+        self.backend = backend
+
+    def prepare(self, spec: NodeSpec) -> None:
+        self.epilogue = Epilogue(spec, 2, 3)  # FusedMatMul's bias and residual (none for MatMul)
+
+    def run(self, inputs, outputs, workspace):
+        self.backend.gemm(inputs[0], inputs[1], outputs[0])
+        self.epilogue(inputs, outputs[0])
+
+
+class MatMulBlocked(Kernel):
+    def prepare(self, spec: NodeSpec) -> None:
+        a, b = (tuple(int(d) for d in t.shape) for t in spec.inputs[:2])
+        out = tuple(int(d) for d in spec.outputs[0].shape)
+        batch = out[:-2]
+        ia = np.broadcast_to(np.arange(int(np.prod(a[:-2], dtype=np.int64))).reshape(a[:-2]), batch)
+        ib = np.broadcast_to(np.arange(int(np.prod(b[:-2], dtype=np.int64))).reshape(b[:-2]), batch)
+        self.ia = np.ascontiguousarray(ia, dtype=np.int64).reshape(-1)
+        self.ib = np.ascontiguousarray(ib, dtype=np.int64).reshape(-1)
+        self.shapes = ((-1, *a[-2:]), (-1, *b[-2:]), (-1, *out[-2:]))
+        self.epilogue = Epilogue(spec, 2, 3)
+
+    def run(self, inputs, outputs, workspace):
+        sa, sb, so = self.shapes
+        with PARALLEL_LOCK:
+            matmul_blocked(inputs[0].reshape(sa), inputs[1].reshape(sb), outputs[0].reshape(so),
+                           self.ia, self.ib)
+        self.epilogue(inputs, outputs[0])
+
+
+def _blas_cost(spec: NodeSpec) -> float:
+    batch, m, n, k = _dims(spec)
+    return 2.0 * batch * m * n * k + 5000.0 * batch
+
+
+def _blocked_cost(spec: NodeSpec) -> float:
+    batch, m, n, k = _dims(spec)
+    return 4 * 2.0 * batch * m * n * k + 2000.0
+
+
+class GemmBlas(Kernel):
+    """Gemm-7+: Y = alpha * A' @ B' + beta * C as one sgemm on the (possibly transposed) views
+    -- BLAS reads a transposed operand in place, so a ``transB=1`` weight is never copied --
+    then ``alpha`` in place and ``beta * C`` (pre-scaled once in ``prepare`` when beta != 1)
+    with FusedGemm's activation in the epilogue pass."""
+
+    def __init__(self, backend) -> None:  # type: ignore[no-untyped-def]
+        self.backend = backend
+
+    def prepare(self, spec: NodeSpec) -> None:
+        a = spec.attrs
+        self.ta, self.tb = int(a["transA"]), int(a["transB"])
+        self.alpha, beta = np.float32(a["alpha"]), float(a["beta"])
+        has_c = len(spec.inputs) > 2 and spec.inputs[2] is not None and beta != 0.0
+        self.epilogue = Epilogue(spec, 2 if has_c else None, None)
+        if has_c and beta != 1.0:
+            c = np.asarray(spec.constants[2], dtype=np.float32) * np.float32(beta)
+            buf = self.backend.allocate(max(c.nbytes, 4), Storage.STATIC)
+            self.epilogue.bias_array = buf.handle[:c.nbytes].view(np.float32)
+            self.epilogue.bias_array[:] = c.reshape(-1)
+
+    def run(self, inputs, outputs, workspace):
+        a, b, out = inputs[0], inputs[1], outputs[0]
+        self.backend.gemm(a.T if self.ta else a, b.T if self.tb else b, out)
+        if self.alpha != 1:
+            np.multiply(out, self.alpha, out=out)
+        self.epilogue(inputs, out)
+
+
+def _gemm_ok(spec: NodeSpec) -> bool:
+    if any(t is None or t.rank != 2 for t in spec.inputs[:2]):
+        return False
+    has_c = len(spec.inputs) > 2 and spec.inputs[2] is not None and spec.attrs["beta"] != 0.0
+    if has_c and spec.attrs["beta"] != 1.0 and 2 not in spec.constants:
+        return False
+    return epilogue_ok(spec, 3, 2)
+
+
+def _gemm_cost(spec: NodeSpec) -> float:
+    m, n = (int(d) for d in spec.outputs[0].shape)
+    a = spec.inputs[0].shape
+    k = int(a[0] if spec.attrs["transA"] else a[1])
+    return 2.0 * m * n * k + 5000.0
+
+
+def _schemes(fused: bool) -> tuple[Scheme, ...]:
+    def when(applies):  # type: ignore[no-untyped-def]
+        return (lambda spec: applies(spec) and epilogue_ok(spec, 3, 2)) if fused else applies
+
+    return (
+        Scheme("blas", lambda b, s: MatMulBlas(b), applies=when(lambda spec: True), cost=_blas_cost,
+               doc="np.matmul into the output view (sgemm)"),
+        Scheme("blocked", lambda b, s: MatMulBlocked(), cost=_blocked_cost,
+               applies=when(lambda spec: all(t.rank >= 2 and t.numel() for t in spec.inputs[:2])),
+               doc="numba i-k-j loop nest, K blocks, prange over row blocks"),
+    )
+
+
+GEMM = (Scheme("blas", lambda b, s: GemmBlas(b), applies=_gemm_ok, cost=_gemm_cost,
+                doc="sgemm on transposed views, alpha/beta/C/activation in the epilogue"),)
+
+KERNELS = (
+    KernelDef("MatMul", _schemes(False), since=1, dtypes=F32),
+    KernelDef("FusedMatMul", _schemes(True), domain=FUSED_DOMAIN, since=1, dtypes=F32),
+    KernelDef("Gemm", GEMM, since=7, dtypes=F32),
+    KernelDef("FusedGemm", GEMM, domain=FUSED_DOMAIN, since=1, dtypes=F32),
+)

@@ -1,0 +1,124 @@
+"""2-D pooling: MaxPool and AveragePool on NCHW tensors.
+
+Scheme ``direct`` (the only one): ``prange`` over the N*C planes. MaxPool goes tap by tap over
+whole output rows (the valid output range of each tap computed once, then a vectorised
+select; out-of-range positions are ignored). AveragePool loops per output position over the
+(dilated) window clipped to the input, and divides by the in-range count
+(``count_include_pad=0``) or by the count of window positions inside the padded input
+(``count_include_pad=1``). Padding comes from ``pads`` or is worked out from ``auto_pad`` and
+the output shape (which shape inference already computed with ``ceil_mode``), so ``run`` needs
+no shape logic. Applies: float32, 4-D input, only MaxPool's first output (no Indices).
+Cost: ``n_out * kh * kw``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from refmnn.backends.base import Kernel, KernelDef, NodeSpec, Scheme
+from refmnn.backends.numba.kernels._common import F32, PARALLEL_LOCK, PJIT, numel, single_output
+
+
+@njit(**PJIT)
+def pool2d(x, out, is_max, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, include_pad):
+    n, c, h, w = x.shape
+    oh_n, ow_n = out.shape[2], out.shape[3]
+    for t in prange(n * c):
+        b = t // c
+        ch = t % c
+        for oh in range(oh_n):
+            h0 = oh * sh - pt
+            if is_max:
+                # tap by tap over a whole output row: the valid range of ow is computed once per
+                # tap and the row update is a vectorised select (NaN wins, as np.maximum)
+                orow = out[b, ch, oh]
+                for ow in range(ow_n):
+                    orow[ow] = -np.inf
+                for i in range(kh):
+                    ih = h0 + i * dh
+                    if ih < 0 or ih >= h:
+                        continue
+                    irow = x[b, ch, ih]
+                    for j in range(kw):
+                        off = j * dw - pl
+                        lo = 0 if off >= 0 else min(ow_n, (-off + sw - 1) // sw)
+                        hi = max(lo, min(ow_n, (w - 1 - off) // sw + 1 if w - 1 - off >= 0 else 0))
+                        if hi == lo:
+                            continue
+                        dst = orow[lo:hi]
+                        seg = irow[lo * sw + off:(hi - 1) * sw + off + 1:sw]
+                        for k in range(hi - lo):
+                            v = seg[k]
+                            if v > dst[k] or v != v:
+                                dst[k] = v
+                continue
+            for ow in range(ow_n):
+                w0 = ow * sw - pl
+                acc = 0.0
+                count = 0
+                for i in range(kh):
+                    ih = h0 + i * dh
+                    in_h = 0 <= ih < h
+                    pad_h = -pt <= ih < h + pb
+                    for j in range(kw):
+                        iw = w0 + j * dw
+                        if in_h and 0 <= iw < w:
+                            acc += x[b, ch, ih, iw]
+                            count += 1
+                        elif include_pad and pad_h and -pl <= iw < w + pr:
+                            count += 1
+                out[b, ch, oh, ow] = acc / count if count else 0.0
+
+
+def pool_params(spec: NodeSpec) -> tuple[int, ...]:
+    """(kh, kw, sh, sw, dh, dw, pad_top, pad_left, pad_bottom, pad_right)."""
+    a = spec.attrs
+    kh, kw = (int(k) for k in a["kernel_shape"])
+    sh, sw = (int(s) for s in (a.get("strides") or (1, 1)))
+    dh, dw = (int(d) for d in (a.get("dilations") or (1, 1)))
+    h, w = (int(d) for d in spec.inputs[0].shape[2:])
+    oh, ow = (int(d) for d in spec.outputs[0].shape[2:])
+    auto = a.get("auto_pad", "NOTSET") or "NOTSET"
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        pads = []
+        for size, out, k, s, d in ((h, oh, kh, sh, dh), (w, ow, kw, sw, dw)):
+            total = max(0, (out - 1) * s + (k - 1) * d + 1 - size)
+            small, big = total // 2, total - total // 2
+            pads.append((small, big) if auto == "SAME_UPPER" else (big, small))
+        return kh, kw, sh, sw, dh, dw, pads[0][0], pads[1][0], pads[0][1], pads[1][1]
+    p = [int(v) for v in (a.get("pads") or (0, 0, 0, 0))] if auto == "NOTSET" else [0, 0, 0, 0]
+    return kh, kw, sh, sw, dh, dw, p[0], p[1], p[2], p[3]
+
+
+class Pool(Kernel):
+    def __init__(self, is_max: bool) -> None:
+        self.is_max = is_max
+
+    def prepare(self, spec: NodeSpec) -> None:
+        self.params = pool_params(spec)
+        self.include = bool(spec.attrs.get("count_include_pad", 0))
+
+    def run(self, inputs, outputs, workspace):
+        with PARALLEL_LOCK:
+            pool2d(inputs[0], outputs[0], self.is_max, *self.params, self.include)
+
+
+def _ok(spec: NodeSpec) -> bool:
+    x = spec.inputs[0]
+    return (x is not None and x.rank == 4 and single_output(spec)
+            and len(spec.attrs["kernel_shape"]) == 2 and spec.attrs.get("storage_order", 0) == 0)
+
+
+def _cost(spec: NodeSpec) -> float:
+    k = spec.attrs["kernel_shape"]
+    return 2000.0 + numel(spec.outputs[0]) * int(k[0]) * int(k[1])
+
+
+KERNELS = (
+    KernelDef("MaxPool", (Scheme("direct", lambda b, s: Pool(True), applies=_ok, cost=_cost,
+                                 doc="prange over planes, clipped window"),), since=8, dtypes=F32),
+    KernelDef("AveragePool", (Scheme("direct", lambda b, s: Pool(False), applies=_ok, cost=_cost,
+                                     doc="prange over planes, clipped window"),),
+              since=7, dtypes=F32),
+)

@@ -1,0 +1,424 @@
+"""The Numba CPU backend against the NumPy reference.
+
+* every zoo model runs with every node on numba and matches the reference (relative L2 <= 1e-5);
+* every scheme of every kernel is forced in turn (built from the planner's own NodeSpec, prepared,
+  run on NaN-filled outputs) and compared with the op's reference on small random shapes; the
+  run must write every output element, leave its inputs alone and allocate nothing sizeable.
+
+Kernels are compiled on first use and cached on disk (see refmnn/backends/numba/backend.py), so
+only the first run of this file pays the JIT.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tracemalloc
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba", reason="the numba backend needs numba: pip install 'refmnn[numba]'")
+
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import refmnn  # noqa: E402
+from refmnn.backends import Storage  # noqa: E402
+from refmnn.backends.numba import NumbaBackend  # noqa: E402
+from refmnn.schedule.plan import RunStep  # noqa: E402
+from tests.helpers import make_model  # noqa: E402
+
+F = TensorProto.FLOAT
+I64 = TensorProto.INT64
+RNG = np.random.default_rng(0)
+
+
+def rel_l2(a: np.ndarray, b: np.ndarray) -> float:
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    if a.shape != b.shape:
+        return float("inf")
+    denom = np.linalg.norm(b)
+    return float(np.linalg.norm(a - b) / denom) if denom else float(np.linalg.norm(a - b))
+
+
+def test_probe_reports_numba_version():
+    import numba
+
+    probe = NumbaBackend.probe()
+    assert probe.available and probe.version == numba.__version__
+
+
+def test_import_refmnn_does_not_import_numba():
+    code = ("import sys, refmnn, refmnn.backends.numba; from refmnn.backends import BackendRegistry; "
+            "BackendRegistry(); assert 'numba' not in sys.modules, 'numba imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# the zoo
+
+ZOO = ("resnet18", "mobilenet_v2", "squeezenet1_1", "vit_tiny", "bert6")
+
+
+@pytest.mark.parametrize("name", ZOO)
+def test_zoo_model_runs_entirely_on_numba(name):
+    pytest.importorskip("torch", reason="the zoo is exported with torch: pip install torch==2.13.0")
+    from refmnn import zoo
+
+    path = zoo.export_onnx(name)
+    feeds = zoo.make_inputs(name, seed=0)
+    expected = refmnn.Session(path).run(feeds)
+    session = refmnn.Session(path, backends=("numba",))
+    got = session.run(feeds)
+    elsewhere = [f"{s.node.name} ({s.node.op})" for s in session.plan.steps
+                 if isinstance(s, RunStep) and s.backend != "numba"]
+    assert not elsewhere, f"nodes not on numba: {elsewhere}"
+    for key, value in expected.items():
+        assert rel_l2(got[key], value) <= 1e-5, (key, rel_l2(got[key], value))
+
+
+# ---------------------------------------------------------------------------------------------
+# every scheme, forced
+
+
+def check_node(model, feeds, *, node="n0", min_schemes=1, tol=1e-5, must_run=()):
+    """Run ``node`` of ``model`` with every applicable scheme of the numba backend and compare with
+    the reference; the session as a whole must also place the node on numba and agree."""
+    everything = refmnn.Session(model, check=False).run(feeds, intermediates=True)
+    expected = {v.name: everything[v.name] for v in model.graph.output}
+    session = refmnn.Session(model, backends=("numba",), check=False)
+    got = session.run(feeds)
+    for key, value in expected.items():
+        assert rel_l2(got[key], value) <= tol, (key, rel_l2(got[key], value))
+    plan = session.plan
+    steps = {s.node.name: s for s in plan.steps if isinstance(s, RunStep)}
+    assert steps[node].backend == "numba", steps[node].reason
+    spec = plan.specs[node]
+    values = dict(everything)
+    values.update(feeds)
+    values.update({i.name: numpy_helper.to_array(i) for i in model.graph.initializer})
+    inputs = [np.ascontiguousarray(values[n]) if n else None for n in spec.node.inputs]
+    before = [None if a is None else a.copy() for a in inputs]
+    want = [everything.get(n) for n in spec.node.outputs]
+    backend = NumbaBackend()
+    kdef = next(k for k in backend.kernels() if k.op == spec.node.op and k.domain == spec.node.domain)
+    ran = []
+    for scheme in kdef.schemes:
+        if not scheme.applies(spec):
+            continue
+        kernel = scheme.build(backend, spec)
+        kernel.prepare(spec)
+        workspace = backend.allocate(kernel.workspace_bytes, Storage.WORKSPACE) if kernel.workspace_bytes else None
+        outputs = [None if t is None else np.full(t.shape, np.nan if t.dtype.numpy.kind == "f" else 7,
+                                                  dtype=t.dtype.numpy) for t in spec.outputs]
+        backend.begin_run()
+        kernel.run(inputs, outputs, workspace)  # compile outside the allocation check
+        tracemalloc.start()
+        kernel.run(inputs, outputs, workspace)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        backend.end_run()
+        nbytes = sum(o.nbytes for o in outputs if o is not None)
+        assert peak < max(16384, nbytes // 4), f"{scheme.name}: run allocated {peak} bytes"
+        for a, b in zip(inputs, before, strict=True):
+            assert a is None or np.array_equal(a, b, equal_nan=True), f"{scheme.name} wrote an input"
+        for out, ref in zip(outputs, want, strict=True):
+            if out is None or ref is None:
+                continue
+            assert out.dtype == ref.dtype and out.shape == ref.shape
+            assert rel_l2(out, ref) <= tol, (scheme.name, rel_l2(out, ref))
+        ran.append(scheme.name)
+    assert len(ran) >= min_schemes, ran
+    for name in must_run:
+        assert name in ran, (name, ran)
+    backend.close()
+    return ran
+
+
+def rand(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def conv_model(x_shape, w_shape, bias=True, **attrs):
+    w = numpy_helper.from_array(rand(*w_shape), "W")
+    inits = [w]
+    inputs = ["X", "W"]
+    if bias:
+        inits.append(numpy_helper.from_array(rand(w_shape[0]), "B"))
+        inputs.append("B")
+    node = helper.make_node("Conv", inputs, ["Y"], name="n0", **attrs)
+    return make_model([node], [("X", F, x_shape)], [("Y", F, None)], initializers=inits)
+
+
+CONV_CASES = [
+    # x shape, w shape, attrs, schemes that must run
+    ((2, 4, 9, 7), (6, 4, 3, 3), {"pads": [1, 1, 1, 1]}, ("direct", "im2col_gemm", "winograd_f23")),
+    ((1, 4, 8, 8), (6, 4, 3, 3), {}, ("direct", "im2col_gemm", "winograd_f23")),
+    ((1, 4, 9, 9), (6, 4, 3, 3), {"strides": [2, 2], "pads": [1, 0, 2, 1]}, ("direct", "im2col_gemm")),
+    ((1, 4, 11, 10), (6, 2, 3, 2), {"group": 2, "dilations": [2, 1], "pads": [2, 1, 0, 1]},
+     ("direct", "im2col_gemm")),
+    ((2, 8, 5, 6), (5, 8, 1, 1), {}, ("direct", "im2col_gemm", "gemm_1x1")),
+    ((1, 6, 10, 10), (6, 1, 3, 3), {"group": 6, "pads": [1, 1, 1, 1]},
+     ("direct", "im2col_gemm", "depthwise", "depthwise_s1")),
+    ((2, 3, 9, 12), (6, 1, 3, 2), {"group": 3, "dilations": [2, 3], "pads": [2, 0, 1, 3]},
+     ("direct", "depthwise", "depthwise_s1")),
+    ((1, 4, 11, 11), (8, 1, 3, 3), {"group": 4, "strides": [2, 2], "pads": [1, 1, 1, 1]}, ("depthwise",)),
+    ((1, 3, 7, 8), (4, 3, 5, 5), {"auto_pad": "SAME_UPPER", "strides": [2, 2]}, ("direct", "im2col_gemm")),
+    ((1, 3, 7, 8), (4, 3, 3, 3), {"auto_pad": "VALID"}, ("direct", "im2col_gemm", "winograd_f23")),
+]
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs", "schemes"), CONV_CASES)
+def test_conv_schemes(x_shape, w_shape, attrs, schemes):
+    check_node(conv_model(x_shape, w_shape, **attrs), {"X": rand(*x_shape)}, must_run=schemes)
+
+
+def test_conv_without_bias():
+    check_node(conv_model((1, 4, 6, 6), (5, 4, 3, 3), bias=False, pads=[1, 1, 1, 1]),
+               {"X": rand(1, 4, 6, 6)}, must_run=("direct", "im2col_gemm", "winograd_f23"))
+
+
+@pytest.mark.parametrize(("a", "b"), [((5, 7), (7, 3)), ((2, 3, 5, 4), (4, 6)), ((3, 1, 4, 5), (2, 5, 3)),
+                                      ((7,), (7, 4)), ((2, 6, 7), (7,))])
+def test_matmul_schemes(a, b):
+    node = helper.make_node("MatMul", ["A", "B"], ["Y"], name="n0")
+    model = make_model([node], [("A", F, a), ("B", F, b)], [("Y", F, None)])
+    ranks_ok = len(a) >= 2 and len(b) >= 2
+    check_node(model, {"A": rand(*a), "B": rand(*b)}, must_run=("blas", "blocked") if ranks_ok else ("blas",))
+
+
+BINARY = ["Add", "Sub", "Mul", "Div", "Max", "Min"]
+SHAPES = [((2, 3, 4, 5), (2, 3, 4, 5)), ((2, 3, 4, 5), (3, 1, 1)), ((2, 3, 4, 5), ()), ((1,), (2, 3, 4, 5)),
+          ((2, 1, 4, 1, 6), (3, 1, 5, 6)), ((4, 1), (1, 5))]
+
+
+@pytest.mark.parametrize("op", BINARY)
+@pytest.mark.parametrize(("sa", "sb"), SHAPES)
+def test_binary_broadcast(op, sa, sb):
+    node = helper.make_node(op, ["A", "B"], ["Y"], name="n0")
+    model = make_model([node], [("A", F, sa), ("B", F, sb)], [("Y", F, None)])
+    b = rand(*sb)
+    if op == "Div":
+        b = np.where(np.abs(b) < 0.1, 1.0, b).astype(np.float32)
+    check_node(model, {"A": rand(*sa), "B": b})
+
+
+def test_pow_equal_where():
+    nodes = [helper.make_node("Pow", ["A", "P"], ["Y"], name="n0"),
+             helper.make_node("Equal", ["A", "C"], ["E"], name="n1"),
+             helper.make_node("Where", ["E", "A", "Y"], ["Z"], name="n2")]
+    model = make_model(nodes, [("A", F, (3, 4)), ("P", F, (4,)), ("C", F, (3, 1))],
+                       [("Y", F, None), ("Z", F, None)])
+    a = np.abs(rand(3, 4)) + 0.1
+    c = a[:, 1:2].copy()
+    feeds = {"A": a, "P": rand(4), "C": c}
+    for name in ("n0", "n1", "n2"):
+        check_node(model, feeds, node=name)
+
+
+@pytest.mark.parametrize("op", ["Relu", "Sigmoid", "Tanh", "Erf", "Exp", "Log", "Sqrt", "Neg", "Abs"])
+def test_unary(op):
+    node = helper.make_node(op, ["X"], ["Y"], name="n0")
+    model = make_model([node], [("X", F, (3, 50))], [("Y", F, None)])
+    x = rand(3, 50)
+    if op in ("Log", "Sqrt"):
+        x = np.abs(x) + 0.01
+    check_node(model, {"X": x})
+
+
+def test_clip():
+    lo = numpy_helper.from_array(np.array(-0.5, np.float32), "lo")
+    hi = numpy_helper.from_array(np.array(0.7, np.float32), "hi")
+    node = helper.make_node("Clip", ["X", "lo", "hi"], ["Y"], name="n0")
+    model = make_model([node], [("X", F, (4, 9))], [("Y", F, None)], initializers=[lo, hi])
+    check_node(model, {"X": rand(4, 9)})
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"])
+@pytest.mark.parametrize(("axes", "keepdims"), [((3,), 1), ((2, 3), 1), ((1,), 0), ((0, 2), 1), (None, 0),
+                                                ((-1, 1), 0)])
+def test_reductions(op, axes, keepdims):
+    shape = (2, 3, 4, 5)
+    inits = []
+    inputs = ["X"]
+    attrs = {"keepdims": keepdims}
+    if op == "ReduceSum":  # axes is an input from opset 13
+        if axes is not None:
+            inits.append(numpy_helper.from_array(np.array(axes, np.int64), "axes"))
+            inputs.append("axes")
+    elif axes is not None:
+        attrs["axes"] = list(axes)
+    node = helper.make_node(op, inputs, ["Y"], name="n0", **attrs)
+    model = make_model([node], [("X", F, shape)], [("Y", F, None)], initializers=inits)
+    check_node(model, {"X": rand(*shape)})
+
+
+@pytest.mark.parametrize("axis", [-1, 1, 0])
+def test_softmax(axis):
+    node = helper.make_node("Softmax", ["X"], ["Y"], name="n0", axis=axis)
+    model = make_model([node], [("X", F, (3, 4, 7))], [("Y", F, None)])
+    check_node(model, {"X": 3 * rand(3, 4, 7)}, must_run=("last_axis", "strided") if axis == -1 else ("strided",))
+
+
+@pytest.mark.parametrize(("axis", "bias"), [(-1, True), (1, True), (-1, False)])
+def test_layer_norm(axis, bias):
+    shape = (2, 5, 8)
+    d = int(np.prod(shape[axis % 3:]))
+    inits = [numpy_helper.from_array(rand(*shape[axis % 3:]), "S")]
+    inputs = ["X", "S"]
+    if bias:
+        inits.append(numpy_helper.from_array(rand(*shape[axis % 3:]), "B"))
+        inputs.append("B")
+    assert d
+    node = helper.make_node("LayerNormalization", inputs, ["Y"], name="n0", axis=axis, epsilon=1e-5)
+    model = make_model([node], [("X", F, shape)], [("Y", F, None)], initializers=inits)
+    check_node(model, {"X": rand(*shape) + 2})
+
+
+POOL_CASES = [
+    ("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}),
+    ("MaxPool", {"kernel_shape": [2, 3], "dilations": [2, 1]}),
+    ("AveragePool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ("AveragePool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "count_include_pad": 1}),
+    ("AveragePool", {"kernel_shape": [2, 2], "auto_pad": "SAME_UPPER"}),
+]
+
+
+@pytest.mark.parametrize(("op", "attrs"), POOL_CASES)
+def test_pool(op, attrs):
+    node = helper.make_node(op, ["X"], ["Y"], name="n0", **attrs)
+    model = make_model([node], [("X", F, (2, 3, 9, 8))], [("Y", F, None)])
+    check_node(model, {"X": rand(2, 3, 9, 8)})
+
+
+def test_raster_from_movement_ops():
+    """Transpose, Slice, Reshape, Concat, Expand lower to Raster; the session runs them on numba."""
+    shape_c = numpy_helper.from_array(np.array([4, 30], np.int64), "shape")
+    starts = numpy_helper.from_array(np.array([1, 0], np.int64), "starts")
+    ends = numpy_helper.from_array(np.array([4, 30], np.int64), "ends")
+    axes = numpy_helper.from_array(np.array([0, 1], np.int64), "axes")
+    steps = numpy_helper.from_array(np.array([2, 1], np.int64), "steps")
+    eshape = numpy_helper.from_array(np.array([3, 4, 30], np.int64), "eshape")
+    nodes = [helper.make_node("Transpose", ["X"], ["T"], name="n0", perm=[2, 0, 1]),
+             helper.make_node("Reshape", ["T", "shape"], ["R"], name="n1"),
+             helper.make_node("Slice", ["R", "starts", "ends", "axes", "steps"], ["S"], name="n2"),
+             helper.make_node("Concat", ["S", "R"], ["C"], name="n3", axis=0),
+             helper.make_node("Expand", ["R", "eshape"], ["E"], name="n4")]
+    model = make_model(nodes, [("X", F, (2, 3, 20))], [("C", F, None), ("E", F, None)],
+                       initializers=[shape_c, starts, ends, axes, steps, eshape])
+    feeds = {"X": rand(2, 3, 20)}
+    expected = refmnn.Session(model, check=False).run(feeds)
+    session = refmnn.Session(model, backends=("numba",), check=False)
+    got = session.run(feeds)
+    ops = {s.node.op for s in session.plan.steps if isinstance(s, RunStep) and s.backend == "numba"}
+    assert "Raster" in ops
+    assert all(s.backend == "numba" for s in session.plan.steps if isinstance(s, RunStep))
+    for key in expected:
+        np.testing.assert_array_equal(got[key], expected[key])
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_raster_regions(overlap):
+    """Hand-written regions: a partial cover (the rest must be zero) and overlapping writes
+    (later regions win)."""
+    regions = [0, 0, 0, 2, 3, 3, 1, 6, 1]  # source (2, 3) into the left half of a (2, 6) output
+    if overlap:
+        regions += [0, 0, 1, 2, 3, 1, 2, 6, 1]  # the transpose-ish second write overlaps the first
+    node = helper.make_node("Raster", ["X"], ["Y"], name="n0", domain="refmnn", shape=[2, 6], rank=2,
+                            regions=regions)
+    model = make_model([node], [("X", F, (2, 3))], [("Y", F, None)], extra_opsets=[("refmnn", 1)])
+    check_node(model, {"X": rand(2, 3)})
+
+
+def test_split_gather_cast():
+    table = numpy_helper.from_array(rand(10, 6), "T")
+    split = numpy_helper.from_array(np.array([2, 4], np.int64), "split")
+    nodes = [helper.make_node("Gather", ["T", "I"], ["G"], name="n0", axis=0),
+             helper.make_node("Split", ["G", "split"], ["S0", "S1"], name="n1", axis=-1),
+             helper.make_node("Cast", ["I"], ["C"], name="n2", to=TensorProto.FLOAT),
+             helper.make_node("Gather", ["G", "J"], ["H"], name="n3", axis=2)]
+    model = make_model(nodes, [("I", I64, (2, 3)), ("J", I64, (2,))],
+                       [("S0", F, None), ("S1", F, None), ("C", F, None), ("H", F, None)],
+                       initializers=[table, split])
+    feeds = {"I": np.array([[1, -2, 3], [9, 0, 0]], np.int64), "J": np.array([5, -6], np.int64)}
+    for name in ("n0", "n1", "n2", "n3"):
+        check_node(model, feeds, node=name)
+
+
+def test_threads_and_cache_dir_options(tmp_path):
+    from refmnn.backends import BackendConfig
+
+    model = conv_model((1, 4, 8, 8), (6, 4, 3, 3), pads=[1, 1, 1, 1])
+    x = {"X": rand(1, 4, 8, 8)}
+    expected = refmnn.Session(model, check=False).run(x)["Y"]
+    config = BackendConfig(threads=1, options={"cache_dir": str(tmp_path / "cache")})
+    got = refmnn.Session(model, backends=("numba",), configs={"numba": config}, check=False).run(x)["Y"]
+    assert rel_l2(got, expected) <= 1e-5
+
+
+FUSED_ACTS = [("none", {}), ("relu", {}), ("clip", {"activation_min": 0.0, "activation_max": 0.5}),
+              ("leaky_relu", {"activation_alpha": 0.2}), ("sigmoid", {}), ("tanh", {}), ("gelu", {}),
+              ("gelu_tanh", {})]
+
+
+@pytest.mark.parametrize(("act", "params"), FUSED_ACTS)
+@pytest.mark.parametrize("residual", [False, True])
+def test_fused_conv(act, params, residual):
+    """refmnn::FusedConv = act(Conv(X, W, B) + Z): every Conv scheme plus the epilogue."""
+    w = numpy_helper.from_array(rand(6, 6, 3, 3), "W")
+    b = numpy_helper.from_array(rand(6), "B")
+    inputs = ["X", "W", "B"] + (["Z"] if residual else [])
+    node = helper.make_node("FusedConv", inputs, ["Y"], name="n0", domain="refmnn", pads=[1, 1, 1, 1],
+                            activation=act, **params)
+    decl = [("X", F, (1, 6, 8, 8))] + ([("Z", F, (1, 6, 8, 8))] if residual else [])
+    model = make_model([node], decl, [("Y", F, None)], initializers=[w, b], extra_opsets=[("refmnn", 1)])
+    feeds = {"X": rand(1, 6, 8, 8), **({"Z": rand(1, 6, 8, 8)} if residual else {})}
+    check_node(model, feeds, must_run=("direct", "im2col_gemm", "winograd_f23"))
+
+
+@pytest.mark.parametrize(("act", "params"), FUSED_ACTS[:3] + FUSED_ACTS[6:7])
+def test_fused_conv_1x1_and_depthwise(act, params):
+    for w_shape, attrs, schemes in (((5, 6, 1, 1), {}, ("gemm_1x1",)),
+                                    ((6, 1, 3, 3), {"group": 6, "pads": [1, 1, 1, 1]}, ("depthwise", "depthwise_s1"))):
+        w = numpy_helper.from_array(rand(*w_shape), "W")
+        b = numpy_helper.from_array(rand(w_shape[0]), "B")
+        node = helper.make_node("FusedConv", ["X", "W", "B"], ["Y"], name="n0", domain="refmnn",
+                                activation=act, **attrs, **params)
+        model = make_model([node], [("X", F, (2, 6, 7, 7))], [("Y", F, None)], initializers=[w, b],
+                           extra_opsets=[("refmnn", 1)])
+        check_node(model, {"X": rand(2, 6, 7, 7)}, must_run=schemes)
+
+
+@pytest.mark.parametrize(("act", "params"), FUSED_ACTS)
+@pytest.mark.parametrize(("bias", "residual"), [(True, False), (True, True), (False, True), (False, False)])
+def test_fused_matmul(act, params, bias, residual):
+    """refmnn::FusedMatMul = act((A @ B + bias) + Z)."""
+    inits = [numpy_helper.from_array(rand(8, 5), "Bm")]
+    inputs = ["A", "Bm", "bias" if bias else ""] + (["Z"] if residual else [])
+    if bias:
+        inits.append(numpy_helper.from_array(rand(5), "bias"))
+    node = helper.make_node("FusedMatMul", inputs, ["Y"], name="n0", domain="refmnn", activation=act, **params)
+    decl = [("A", F, (2, 3, 8))] + ([("Z", F, (3, 5))] if residual else [])
+    model = make_model([node], decl, [("Y", F, None)], initializers=inits, extra_opsets=[("refmnn", 1)])
+    feeds = {"A": rand(2, 3, 8), **({"Z": rand(3, 5)} if residual else {})}
+    check_node(model, feeds, must_run=("blas", "blocked"))
+
+
+@pytest.mark.parametrize(("ta", "tb", "alpha", "beta", "c_shape"), [
+    (0, 1, 1.0, 1.0, (5,)), (1, 0, 0.5, 2.0, (3, 5)), (1, 1, 1.0, 0.0, (1, 5)), (0, 0, 2.0, 1.0, None)])
+@pytest.mark.parametrize("fused", [False, True])
+def test_gemm(ta, tb, alpha, beta, c_shape, fused):
+    a_shape = (8, 3) if ta else (3, 8)
+    b_shape = (5, 8) if tb else (8, 5)
+    inits = [numpy_helper.from_array(rand(*b_shape), "B")]
+    inputs = ["A", "B"]
+    if c_shape is not None:
+        inits.append(numpy_helper.from_array(rand(*c_shape), "C"))
+        inputs.append("C")
+    extra = {"domain": "refmnn", "activation": "relu"} if fused else {}
+    node = helper.make_node("FusedGemm" if fused else "Gemm", inputs, ["Y"], name="n0", transA=ta,
+                            transB=tb, alpha=alpha, beta=beta, **extra)
+    model = make_model([node], [("A", F, a_shape)], [("Y", F, None)], initializers=inits,
+                       extra_opsets=[("refmnn", 1)] if fused else ())
+    check_node(model, {"A": rand(*a_shape)}, must_run=("blas",))
