@@ -50,8 +50,10 @@ class Session:
         backend_registry: where backends are found (default: the ``refmnn.backends`` entry
             points).
         configs: a :class:`BackendConfig` per backend name.
-        arena: plan the reference's activations into one reused arena (default). With False
-            every value gets its own bytes (no reuse), which isolates planning problems.
+        arena: arena mode for the reference (default): every activation the reference
+            computes is copied into its planned view of one reused arena, so a planning bug shows
+            up as a wrong answer. With False the reference keeps each result as the array its
+            function returned (no arena, no copies); accelerated backends always use arenas.
         check: validate an ONNX model with ``onnx.checker`` while loading.
         seed: seed of the generator used by random ops that have no ``seed`` attribute.
         optimize: apply the graph passes of :mod:`refmnn.schedule.optimize` (Dropout/Identity
@@ -179,8 +181,8 @@ class Session:
         prepared = self._prepared.get(signature)
         if prepared is None:
             backends = [self._backends[name] for name in self.backends]
-            plan = compile_plan(self.graph, types, self.registry, backends, reuse=self.arena,
-                                optimize=self.optimize)
+            plan = compile_plan(self.graph, types, self.registry, backends,
+                                reference_arena=self.arena, optimize=self.optimize)
             prepared = Prepared(plan, self._backends, self._runner)
             if len(self._prepared) >= SIGNATURE_CACHE:
                 oldest = next(iter(self._prepared))

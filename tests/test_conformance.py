@@ -30,7 +30,7 @@ from refmnn_conformance.compare import ConformanceFailure, assert_conforms, ulp_
 from refmnn_conformance.tolerances import DEFAULTS, tolerance_for
 
 ROOT = Path(__file__).resolve().parents[1]
-EXPECTATIONS = ROOT / "conformance" / "expectations" / "reference.toml"
+EXPECTATIONS = ROOT / "conformance" / "refmnn_conformance" / "expectations" / "reference.toml"
 
 # ---------------------------------------------------------------------------------------------
 # building blocks

@@ -12,6 +12,7 @@ writes it at the end, sorted.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -62,13 +63,24 @@ def backend_header(config: pytest.Config) -> dict[str, str]:
             "refmnn": getattr(refmnn, "__version__", "?"), "numpy": numpy.__version__}
 
 
+def builtin_manifest(config: pytest.Config) -> str | None:
+    """The manifest shipped for a built-in backend (``expectations/<name>.toml``), used when no
+    ``--xfails`` is given; None for third-party backends, whose manifests live with them."""
+    opts = options(config)
+    info = opts.registry.info(opts.backend)
+    if info.distribution != BUILTIN_DISTRIBUTION:
+        return None
+    path = Path(__file__).with_name("expectations") / f"{opts.backend}.toml"
+    return str(path) if path.is_file() else None
+
+
 class ConformancePlugin:
     """Per-session state: the xfail manifest and the verdicts gathered from test reports."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.records: dict[str, dict[str, Any]] = {}
-        path = config.getoption("refmnn_xfails")
+        path = config.getoption("refmnn_xfails") or builtin_manifest(config)
         try:
             self.xfails = xfail_manifest.load(path) if path else ()
         except xfail_manifest.ManifestError as exc:

@@ -133,7 +133,12 @@ class RefmnnEngine(Engine):
     def prepare(self, model: ModelSpec, threads: int, artifacts: Mapping[str, Any]) -> RunFn:
         import refmnn
 
-        session = refmnn.Session(model.path, backends=(self.backend,))
+        from refmnn.backends import BackendConfig
+
+        # The thread count goes to the backend too (numba's pool, OpenCL's CPU device), not
+        # only to BLAS through the worker's environment.
+        config = BackendConfig(threads=threads)
+        session = refmnn.Session(model.path, backends=(self.backend,), configs={self.backend: config})
         names = list(model.outputs)
 
         def run(feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:

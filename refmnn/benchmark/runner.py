@@ -21,6 +21,7 @@ For each model:
 from __future__ import annotations
 
 import math
+import time
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -109,8 +110,16 @@ def compare(outputs: Sequence[Any], reference: Sequence[Any]) -> dict[str, Any]:
     return {"rel_l2": rel_l2, "max_abs": max_abs}
 
 
+BLOCK = 4
+"""Runs of one engine timed back to back in a round (rounds interleave engines: A B C A B C)."""
+
+SETTLE_SECONDS = 0.2
+"""Pause before an engine's block, so the previous engine's spinning threads go idle."""
+
+
 def _spread(count: int, rounds: int) -> list[int]:
-    """``count`` distinct round indices spread evenly over ``range(rounds)``."""
+    """``count`` round indices spread evenly over ``range(rounds)`` (an index repeats when
+    ``count > rounds``: that round times several runs back to back)."""
     return [math.floor(i * rounds / count) for i in range(count)]
 
 
@@ -271,7 +280,8 @@ class ModelBench:
         # the probe was the first warm-up run (an extra, discarded one when --warmup is 0)
         for job in running:
             job.pending_warmup = max(job.warmup - 1, 0)
-        rounds = max((j.pending_warmup + j.repeat for j in running), default=0)
+        most = max((j.pending_warmup + j.repeat for j in running), default=0)
+        rounds = math.ceil(most / BLOCK)
         for job in running:
             job.schedule = _spread(job.pending_warmup + job.repeat, rounds)
         self.rounds = rounds
@@ -295,15 +305,19 @@ class ModelBench:
             for job in self.jobs:
                 if job.status != "running" or index not in job.schedule:
                     continue
-                try:
-                    (ms,) = self._time_once(job)
-                except WorkerError:
-                    self.grow_total(-(job.pending_warmup + job.repeat - done[id(job)]))
-                    continue
-                if done[id(job)] >= job.pending_warmup:
-                    job.times.append(ms)
-                done[id(job)] += 1
-                self.progress(1, f"{self.spec.name} round {index + 1}/{self.rounds}")
+                # Let the previous engine's worker threads stop spinning before timing this
+                # one, so engines do not steal cores from each other (2 threads on 2 cores).
+                time.sleep(SETTLE_SECONDS)
+                for _ in range(job.schedule.count(index)):
+                    try:
+                        (ms,) = self._time_once(job)
+                    except WorkerError:
+                        self.grow_total(-(job.pending_warmup + job.repeat - done[id(job)]))
+                        break
+                    if done[id(job)] >= job.pending_warmup:
+                        job.times.append(ms)
+                    done[id(job)] += 1
+                    self.progress(1, f"{self.spec.name} round {index + 1}/{self.rounds}")
 
 
 def summarize(job: Job) -> dict[str, Any]:

@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
-                    "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS", "BLIS_NUM_THREADS")
+                    "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS", "BLIS_NUM_THREADS",
+                    "NUMBA_NUM_THREADS", "POCL_CPU_MAX_CU_NUM")
 """Environment variables set to the worker's thread count."""
 
 _HEADER = struct.Struct("<Q")

@@ -99,6 +99,21 @@ class Prepared:
             callback: Callback | None = None) -> dict[str, Any]:
         for backend in self.backends.values():
             backend.begin_run()
+        try:
+            seen = self._steps(feeds, intermediates, callback)
+        finally:  # a failed run must still restore what begin_run changed (thread settings...)
+            for backend in self.backends.values():
+                backend.end_run()
+        result = {key: self._download(key) for key in self.plan.outputs}
+        if intermediates:
+            for key in self.plan.folded:
+                seen.setdefault(key, np.array(self.plan.graph.initializers[key]))
+            result.update({k: v for k, v in seen.items() if k not in result})
+        return result
+
+    def _steps(self, feeds: Mapping[str, Any], intermediates: bool,
+               callback: Callback | None) -> dict[str, Any]:
+        """Feed the inputs and run every step; returns intermediates when asked for."""
         for name, value in feeds.items():
             self._feed(name, value)
         seen: dict[str, Any] = {}
@@ -118,14 +133,7 @@ class Prepared:
                     callback(step.node.name, step.node.op, ins, outs)
                 if intermediates:
                     seen.update({k: v for k, v in zip(step.outputs, outs, strict=True) if k})
-        for backend in self.backends.values():
-            backend.end_run()
-        result = {key: self._download(key) for key in self.plan.outputs}
-        if intermediates:
-            for key in self.plan.folded:
-                seen.setdefault(key, np.array(self.plan.graph.initializers[key]))
-            result.update({k: v for k, v in seen.items() if k not in result})
-        return result
+        return seen
 
     def _run_step(self, step: RunStep, kernel: Kernel) -> None:
         inputs = [self.value(key) if key else None for key in step.inputs]

@@ -235,6 +235,7 @@ def compile_plan(
     *,
     reuse: bool = True,
     optimize: bool | None = None,
+    reference_arena: bool = True,
 ) -> Plan:
     """Plan ``graph`` for concrete input types on ``backends`` (in preference order).
 
@@ -270,8 +271,15 @@ def compile_plan(
 
         graph = lower_graph(graph, registry, types, constants, wants)
         inferred = infer_types(graph, input_types, registry)
+        # Lowering can leave nodes whose inputs are all constant (a Transpose of a Gemm weight):
+        # fold them too, so they are computed once here and not copied on every run.
+        before = set(graph.initializers)
+        graph = fold_constants(graph, inferred.constants, keep)
+        if set(graph.initializers) != before:
+            folded = tuple(sorted(set(folded) | (set(graph.initializers) - before)))
+            inferred = infer_types(graph, input_types, registry)
     return _assemble(graph, input_types, registry, backends, inferred.types, inferred.constants,
-                     folded, reuse)
+                     folded, reuse, reference_arena)
 
 
 def _host(by_name: Mapping[str, Backend], name: str) -> bool:
@@ -281,7 +289,8 @@ def _host(by_name: Mapping[str, Backend], name: str) -> bool:
 
 def _assemble(graph: Graph, input_types: Mapping[str, ValueType | None], registry: OpRegistry,
               backends: Sequence[Backend], types: Mapping[str, ValueType | None],
-              constants: Mapping[str, np.ndarray], folded: tuple[str, ...], reuse: bool) -> Plan:
+              constants: Mapping[str, np.ndarray], folded: tuple[str, ...], reuse: bool,
+              reference_arena: bool = True) -> Plan:
     by_name = {b.name: b for b in backends}
     home: dict[str, str] = {v.name: REFERENCE for v in graph.inputs}
     slots: dict[str, Slot] = {}
@@ -332,7 +341,8 @@ def _assemble(graph: Graph, input_types: Mapping[str, ValueType | None], registr
         base = key.split("@")[0] if key not in types else key
         owner = key.split("@")[1] if "@" in key and key not in types else home.get(key, REFERENCE)
         t = types.get(base)
-        storage = Storage.ARENA if _static_tensor(t) else None
+        direct = owner == REFERENCE and not reference_arena  # the reference without its arena
+        storage = Storage.ARENA if _static_tensor(t) and not direct else None
         nbytes = int(t.numel() * t.dtype.itemsize) if storage else 0  # type: ignore[union-attr, operator]
         slots[key] = Slot(key, owner, t, storage, 0, nbytes, first[key], last[key])
     arenas: dict[str, ArenaPlan] = {}
