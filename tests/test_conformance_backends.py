@@ -28,7 +28,7 @@ def test_backend_passes_its_conformance_suite_and_reports(backend, tmp_path):
     report = tmp_path / "report"
     done = subprocess.run(
         [sys.executable, "-m", "refmnn_conformance", "--backend", backend, "--source", "refmnn",
-         "--report", str(report), "-n", "2", "-q", "-p", "no:cacheprovider"],
+         "--report", str(report), "-n", "2", "-q"],
         capture_output=True, text=True, check=False, timeout=1800,
     )
     tail = done.stdout[-4000:] + done.stderr[-2000:]

@@ -113,9 +113,10 @@ class ConformancePlugin:
             info = describe()
             for index, entry in enumerate(self.xfails):
                 if entry.matches(info["case"], info["op"], info["dtype"], info["sample"],
-                                 getattr(item, "source", "")):
+                                 getattr(item, "source", ""), getattr(item, "check", "")):
                     item.user_properties.append(("refmnn_xfail", str(index)))
-                    item.add_marker(pytest.mark.xfail(reason=entry.reason, strict=strict, raises=None))
+                    item.add_marker(pytest.mark.xfail(reason=entry.reason, raises=None,
+                                                      strict=strict and not entry.flaky))
                     break
 
     # -- reporting -------------------------------------------------------------------------

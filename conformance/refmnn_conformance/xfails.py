@@ -19,7 +19,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-KEYS = {"case", "dtype", "sample", "source", "reason"}
+KEYS = {"case", "dtype", "sample", "source", "reason", "flaky", "check"}
 
 
 class ManifestError(ValueError):
@@ -33,8 +33,13 @@ class Xfail:
     dtype: str = ""
     sample: str = ""
     source: str = ""
+    check: str = ""  # limit the entry to one kind of check (e.g. "value"), default all
+    flaky: bool = False  # the case passes on some runs: never strict (the reason must say why)
 
-    def matches(self, case_id: str, op: str, dtype: str, sample: str, source: str) -> bool:
+    def matches(self, case_id: str, op: str, dtype: str, sample: str, source: str,
+                check: str = "") -> bool:
+        if self.check and self.check != check:
+            return False
         if self.case not in (case_id, op, case_id.split(".")[0]):
             return False
         if self.dtype and self.dtype != dtype:
@@ -45,7 +50,8 @@ class Xfail:
 
     def describe(self) -> str:
         parts = [f"case={self.case!r}"]
-        parts += [f"{k}={getattr(self, k)!r}" for k in ("dtype", "sample", "source") if getattr(self, k)]
+        parts += [f"{k}={getattr(self, k)!r}" for k in ("dtype", "sample", "source", "check")
+                  if getattr(self, k)]
         return ", ".join(parts)
 
 
@@ -69,5 +75,6 @@ def load(path: str | Path) -> tuple[Xfail, ...]:
         if not str(entry.get("reason", "")).strip():
             raise ManifestError(f"{path}: xfail entry #{number} ({entry.get('case')!r}) has no "
                                 "reason; every expected failure needs a written reason")
-        entries.append(Xfail(**{k: str(v) for k, v in entry.items()}))
+        fields = {k: (bool(v) if k == "flaky" else str(v)) for k, v in entry.items()}
+        entries.append(Xfail(**fields))
     return tuple(entries)

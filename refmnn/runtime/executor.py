@@ -119,10 +119,7 @@ class Prepared:
         seen: dict[str, Any] = {}
         for step, kernel in zip(self.plan.steps, self.kernels, strict=True):
             if isinstance(step, CopyStep):
-                src = self.backends[step.src_backend]
-                host = src.download(self.tensors[step.src]) if not isinstance(self.tensors[step.src], Slot) \
-                    else self.tensors[step.src].value
-                self.backends[step.dst_backend].upload(host, self.tensors[step.dst])
+                self._copy(step)
                 continue
             assert kernel is not None
             self._run_step(step, kernel)
@@ -134,6 +131,17 @@ class Prepared:
                 if intermediates:
                     seen.update({k: v for k, v in zip(step.outputs, outs, strict=True) if k})
         return seen
+
+    def _copy(self, step: CopyStep) -> None:
+        """Move a value between backends through host memory (a host object has no device
+        tensor: it is handed over as is)."""
+        source, target = self.tensors[step.src], self.tensors[step.dst]
+        host = source.value if isinstance(source, Slot) else \
+            self.backends[step.src_backend].download(source)
+        if isinstance(target, Slot):
+            target.value = host
+        else:
+            self.backends[step.dst_backend].upload(host, target)
 
     def _run_step(self, step: RunStep, kernel: Kernel) -> None:
         inputs = [self.value(key) if key else None for key in step.inputs]
