@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import refmnn
-from refmnn.backends import Backend, BackendRegistry, Buffer, Kernel, KernelDef, Probe, Scheme, Storage
+from refmnn.backends import Backend, BackendRegistry, Buffer, Kernel, KernelDef, Probe, Scheme
 from refmnn.dtypes import FLOATS, INTEGERS, DType
 from refmnn.schedule.lower import CORE_OPS, RULES
 from tests.helpers import make_model

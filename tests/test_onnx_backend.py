@@ -9,11 +9,9 @@ xfails are strict, so a case that starts passing fails the run until its entry i
 from __future__ import annotations
 
 import tomllib
-import unittest
 from pathlib import Path
 
 import onnx.backend.test
-import pytest
 
 from refmnn.backend import RefmnnBackend
 

@@ -15,13 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from refmnn.backends.base import Backend, Buffer, Kernel, KernelDef, NodeSpec, Probe, Storage
+from refmnn.backends.base import Backend, Kernel, KernelDef, NodeSpec, Probe
+from refmnn.backends.host import HostMemory
 from refmnn.errors import ShapeError, node_context
-from refmnn.graph import TensorType
 from refmnn.ops._schema import OpContext
-
-ALIGNMENT = 64
-
 
 class Slot:
     """Holder for a value that has no planned storage (a sequence, an optional, a string
@@ -73,11 +70,10 @@ class ReferenceKernel(Kernel):
         return node_context(node.name, node.op, node.domain, self.spec.opset, inputs)
 
 
-class ReferenceBackend(Backend):
-    """The NumPy reference backend. Option ``arena`` ("on"/"off") chooses arena mode."""
+class ReferenceBackend(HostMemory, Backend):
+    """The NumPy reference backend (arena mode is the Session's ``arena`` option)."""
 
     name = "reference"
-    host_memory = True
 
     @classmethod
     def probe(cls) -> Probe:
@@ -87,31 +83,8 @@ class ReferenceBackend(Backend):
         """Empty: the reference supports every op through :meth:`kernel_for` (it is the fallback)."""
         return ()
 
-    @property
-    def arena_mode(self) -> bool:
-        return str(self.config.options.get("arena", "on")).lower() not in ("off", "0", "false")
-
     def kernel_for(self, spec: NodeSpec, context: OpContext) -> ReferenceKernel:
         return ReferenceKernel(spec, context)
 
-    def allocate(self, nbytes: int, storage: Storage) -> Buffer:
-        raw = np.empty(max(nbytes, 1) + ALIGNMENT, dtype=np.uint8)
-        start = (-raw.ctypes.data) % ALIGNMENT
-        return Buffer(nbytes, storage, raw[start:start + max(nbytes, 1)])
-
-    def view(self, buffer: Buffer, offset: int, type: TensorType) -> np.ndarray:
-        assert type.dtype is not None and type.shape is not None
-        dtype = type.dtype.numpy
-        count = int(np.prod(type.shape, dtype=np.int64)) if type.shape else 1
-        raw = buffer.handle[offset:offset + count * dtype.itemsize]
-        return raw.view(dtype).reshape(type.shape)
-
-    def upload(self, src: np.ndarray, dst: np.ndarray) -> None:
-        np.copyto(dst, src)
-
-    def download(self, src: Any) -> np.ndarray:
-        return np.array(src, copy=True)
-
     def describe(self) -> str:
-        mode = "arena" if self.arena_mode else "no-reuse"
-        return f"reference (NumPy {np.__version__}, {mode})"
+        return f"reference (NumPy {np.__version__})"

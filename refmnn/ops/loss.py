@@ -7,7 +7,7 @@ import numpy as np
 from refmnn.dtypes import DType
 from refmnn.graph import TensorType
 from refmnn.ops._infer import dtype_of, same_as, shape_of
-from refmnn.ops._reduction_util import to_work, work_dtype
+from refmnn.ops._reduction_util import to_work
 from refmnn.ops._schema import Attr, InferContext, OpContext, op
 
 # --- NegativeLogLikelihoodLoss / SoftmaxCrossEntropyLoss ------------------------------------

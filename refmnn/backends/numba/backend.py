@@ -46,14 +46,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
 
-import numpy as np
-
-from refmnn.backends.base import Backend, BackendConfig, Buffer, KernelDef, Probe, Storage
-from refmnn.graph import TensorType
-
-ALIGNMENT = 64
+from refmnn.backends.base import Backend, BackendConfig, KernelDef, Probe
+from refmnn.backends.host import HostMemory
 
 
 def _configure_cache(cache_dir: str | None) -> None:
@@ -76,11 +71,10 @@ def _configure_threads(layer: str | None) -> None:
         numba.config.THREADING_LAYER = layer
 
 
-class NumbaBackend(Backend):
+class NumbaBackend(HostMemory, Backend):
     """Numba-compiled CPU kernels for refmnn's core op set (float32 first)."""
 
     name = "numba"
-    host_memory = True
 
     def __init__(self, config: BackendConfig | None = None) -> None:
         super().__init__(config)
@@ -120,26 +114,6 @@ class NumbaBackend(Backend):
 
             self._kernels = all_kernel_defs()
         return self._kernels
-
-    # -- memory: host arrays, as the reference -------------------------------------------------
-
-    def allocate(self, nbytes: int, storage: Storage) -> Buffer:
-        raw = np.empty(max(nbytes, 1) + ALIGNMENT, dtype=np.uint8)
-        start = (-raw.ctypes.data) % ALIGNMENT
-        return Buffer(nbytes, storage, raw[start:start + max(nbytes, 1)])
-
-    def view(self, buffer: Buffer, offset: int, type: TensorType) -> np.ndarray:
-        assert type.dtype is not None and type.shape is not None
-        dtype = type.dtype.numpy
-        count = int(np.prod(type.shape, dtype=np.int64)) if type.shape else 1
-        raw = buffer.handle[offset:offset + count * dtype.itemsize]
-        return raw.view(dtype).reshape(type.shape)
-
-    def upload(self, src: np.ndarray, dst: np.ndarray) -> None:
-        np.copyto(dst, src)
-
-    def download(self, src: Any) -> np.ndarray:
-        return np.array(src, copy=True)
 
     # -- run brackets ------------------------------------------------------------------------
 

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from refmnn.backends.base import KernelDef, NodeSpec, Scheme
-from refmnn.backends.opencl.kernels._common import FLOATS, CLKernel, Launch, numel, storage_defines
+from refmnn.backends.opencl.kernels._common import FLOATS, CLKernel, Launch, storage_defines
 from refmnn.backends.opencl.kernels.elementwise import CANDIDATES_1D
 from refmnn.backends.opencl.kernels.matmul import TILES, Gemm
 from refmnn.ops import _window as win
