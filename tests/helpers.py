@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import onnx
 from onnx import TensorProto, helper
@@ -42,3 +43,16 @@ def add_relu_model(shape: Sequence[int | str | None] = (2, 3)) -> onnx.ModelProt
     ]
     f = TensorProto.FLOAT
     return make_model(nodes, [("A", f, shape), ("B", f, shape)], [("Y", f, shape)])
+
+
+def install_distribution(site: Path, dist: str, version: str, entry_points: str,
+                         modules: dict[str, str]) -> None:
+    """Leave ``site`` as ``pip install <dist>`` would: a dist-info folder with METADATA, an
+    ``entry_points.txt`` and RECORD, plus the given modules (name -> source)."""
+    info = site / f"{dist.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
+    (info / "entry_points.txt").write_text(entry_points)
+    (info / "RECORD").write_text("")
+    for name, source in modules.items():
+        (site / f"{name}.py").write_text(source)

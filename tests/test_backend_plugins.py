@@ -18,19 +18,9 @@ from onnx import TensorProto, helper, numpy_helper
 import refmnn
 from refmnn.backends import BackendRegistry
 from refmnn.cli import main
-from tests.helpers import make_model
+from tests.helpers import install_distribution, make_model
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "docs" / "example_backend" / "acme_backend.py"
-
-
-def _install(site: Path, dist: str, version: str, entry_points: str, modules: dict[str, str]) -> None:
-    info = site / f"{dist.replace('-', '_')}-{version}.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
-    (info / "entry_points.txt").write_text(entry_points)
-    (info / "RECORD").write_text("")
-    for name, source in modules.items():
-        (site / f"{name}.py").write_text(source)
 
 
 @pytest.fixture
@@ -38,10 +28,10 @@ def plugins(tmp_path, monkeypatch):
     site = tmp_path / "site-packages"
     site.mkdir()
     shutil.copy(EXAMPLE, site / "acme_backend.py")
-    _install(site, "acme-backend", "1.0", '[refmnn.backends]\nacme = acme_backend:AcmeBackend\n', {})
-    _install(site, "broken-backend", "0.1", '[refmnn.backends]\nbroken = broken_backend:Broken\n',
+    install_distribution(site, "acme-backend", "1.0", '[refmnn.backends]\nacme = acme_backend:AcmeBackend\n', {})
+    install_distribution(site, "broken-backend", "0.1", '[refmnn.backends]\nbroken = broken_backend:Broken\n',
              {"broken_backend": "raise ImportError('libbroken.so: cannot open shared object file')\n"})
-    _install(site, "wrong-backend", "0.2", '[refmnn.backends]\nwrong = wrong_backend:NotABackend\n',
+    install_distribution(site, "wrong-backend", "0.2", '[refmnn.backends]\nwrong = wrong_backend:NotABackend\n',
              {"wrong_backend": "class NotABackend:\n    pass\n"})
     monkeypatch.syspath_prepend(str(site))
     yield site

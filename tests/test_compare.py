@@ -19,7 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 from refmnn.cli import main
 from refmnn.compare import (MISMATCH, OK, Tolerance, compare_backends, compare_values,
                             main as compare_main)
-from tests.helpers import add_relu_model, make_model
+from tests.helpers import add_relu_model, install_distribution, make_model
 
 SKEWED = '''
 import numpy as np
@@ -78,13 +78,9 @@ PLANTED = "/features/features.4/squeeze/Conv"
 def skewed(tmp_path, monkeypatch):
     """The plugin installed in a temporary site folder; yields its backend class."""
     site = tmp_path / "site-packages"
-    info = site / "skewed_backend-0.1.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: skewed-backend\nVersion: 0.1\n")
-    entry = "[refmnn.backends]\nskewed = skewed_backend:SkewedBackend\n"
-    (info / "entry_points.txt").write_text(entry)
-    (info / "RECORD").write_text("")
-    (site / "skewed_backend.py").write_text(SKEWED)
+    install_distribution(site, "skewed-backend", "0.1",
+                         "[refmnn.backends]\nskewed = skewed_backend:SkewedBackend\n",
+                         {"skewed_backend": SKEWED})
     monkeypatch.syspath_prepend(str(site))
     import skewed_backend
 

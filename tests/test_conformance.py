@@ -28,6 +28,7 @@ from refmnn_conformance.case import EXTREMAL, OpCase, Sample, SampleContext, Tol
 from refmnn_conformance.cases import ALL_CASES
 from refmnn_conformance.compare import ConformanceFailure, assert_conforms, ulp_distance
 from refmnn_conformance.tolerances import DEFAULTS, tolerance_for
+from tests.helpers import install_distribution
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPECTATIONS = ROOT / "conformance" / "refmnn_conformance" / "expectations" / "reference.toml"
@@ -184,16 +185,6 @@ class {cls}(Backend):
 '''
 
 
-def _install(site: Path, dist: str, version: str, entry_points: str, modules: dict[str, str]) -> None:
-    info = site / f"{dist.replace('-', '_')}-{version}.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
-    (info / "entry_points.txt").write_text(entry_points)
-    (info / "RECORD").write_text("")
-    for name, source in modules.items():
-        (site / f"{name}.py").write_text(source)
-
-
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     """Two broken backends, installed as distributions: 'wobbly' perturbs Add's output,
@@ -201,7 +192,7 @@ def site(tmp_path_factory):
     site = tmp_path_factory.mktemp("site-packages")
     for name, cls, perturb, lazy in (("wobbly", "Wobbly", True, False), ("lazy", "Lazy", False, True)):
         source = BROKEN.format(name=name, cls=cls, perturb=perturb, lazy=lazy)
-        _install(site, f"{name}-backend", "0.3", f"[refmnn.backends]\n{name} = {name}_backend:{cls}\n",
+        install_distribution(site, f"{name}-backend", "0.3", f"[refmnn.backends]\n{name} = {name}_backend:{cls}\n",
                  {f"{name}_backend": textwrap.dedent(source)})
     return site
 

@@ -21,6 +21,7 @@ import pytest
 pytest.importorskip("hypothesis")
 
 from refmnn_conformance.properties import PROPERTIES, Example  # noqa: E402
+from tests.helpers import install_distribution  # noqa: E402
 
 WOBBLY = '''
 import numpy as np
@@ -76,12 +77,9 @@ def site(tmp_path_factory):
     """'wobbly' (Add perturbed by 0.01, Relu right), installed as a distribution with a
     ``refmnn.backends`` entry point in a folder put on the import path."""
     site = tmp_path_factory.mktemp("site-packages")
-    info = site / "wobbly_backend-0.3.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: wobbly-backend\nVersion: 0.3\n")
-    (info / "entry_points.txt").write_text("[refmnn.backends]\nwobbly = wobbly_backend:Wobbly\n")
-    (info / "RECORD").write_text("")
-    (site / "wobbly_backend.py").write_text(textwrap.dedent(WOBBLY))
+    install_distribution(site, "wobbly-backend", "0.3",
+                         "[refmnn.backends]\nwobbly = wobbly_backend:Wobbly\n",
+                         {"wobbly_backend": textwrap.dedent(WOBBLY)})
     return site
 
 

@@ -15,7 +15,6 @@ def all_kernel_defs() -> tuple[KernelDef, ...]:
         cast,
         conv,
         elementwise,
-        fused,
         indexing,
         linalg,
         norm,
