@@ -23,7 +23,8 @@ from tests.helpers import add_relu_model, install_distribution, make_model
 
 SKEWED = '''
 import numpy as np
-from refmnn.backends import Backend, Buffer, Kernel, KernelDef, Probe, Scheme, Storage
+from refmnn.backends import Backend, Kernel, KernelDef, Probe, Scheme
+from refmnn.backends.host import HostMemory
 from refmnn.dtypes import DType
 
 
@@ -41,9 +42,8 @@ class ByReference(Kernel):
         np.copyto(outputs[0], result)
 
 
-class SkewedBackend(Backend):
+class SkewedBackend(HostMemory, Backend):
     name = "skewed"
-    host_memory = True
     PERTURB = ""
 
     @classmethod
@@ -56,19 +56,6 @@ class SkewedBackend(Backend):
         return tuple(KernelDef(op, (scheme,), since=1, dtypes=f32)
                      for op in ("Conv", "Relu", "Add", "Concat", "MatMul"))
 
-    def allocate(self, nbytes, storage):
-        return Buffer(nbytes, storage, np.zeros(max(nbytes, 1), dtype=np.uint8))
-
-    def view(self, buffer, offset, type):
-        dtype = type.dtype.numpy
-        count = int(np.prod(type.shape, dtype=np.int64))
-        return buffer.handle[offset:offset + count * dtype.itemsize].view(dtype).reshape(type.shape)
-
-    def upload(self, src, dst):
-        np.copyto(dst, src)
-
-    def download(self, src):
-        return np.array(src, copy=True)
 '''
 
 PLANTED = "/features/features.4/squeeze/Conv"

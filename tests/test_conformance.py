@@ -135,7 +135,8 @@ def test_manifest_entries_need_a_reason(tmp_path):
 
 BROKEN = '''
 import numpy as np
-from refmnn.backends import Backend, Buffer, Kernel, KernelDef, Probe, Scheme, Storage
+from refmnn.backends import Backend, Kernel, KernelDef, Probe, Scheme
+from refmnn.backends.host import HostMemory
 from refmnn.dtypes import DType
 
 
@@ -153,9 +154,8 @@ class Relu(Kernel):
         np.maximum(x[:n], np.float32(0), out=y[:n])
 
 
-class {cls}(Backend):
+class {cls}(HostMemory, Backend):
     name = "{name}"
-    host_memory = True
 
     @classmethod
     def probe(cls):
@@ -166,19 +166,6 @@ class {cls}(Backend):
         return (KernelDef("Add", (Scheme("ufunc", lambda b, s: Add()),), since=7, dtypes=f32),
                 KernelDef("Relu", (Scheme("ufunc", lambda b, s: Relu()),), since=6, dtypes=f32))
 
-    def allocate(self, nbytes, storage):
-        return Buffer(nbytes, storage, np.zeros(max(nbytes, 1), dtype=np.uint8))
-
-    def view(self, buffer, offset, type):
-        dtype = type.dtype.numpy
-        count = int(np.prod(type.shape, dtype=np.int64))
-        return buffer.handle[offset:offset + count * dtype.itemsize].view(dtype).reshape(type.shape)
-
-    def upload(self, src, dst):
-        np.copyto(dst, src)
-
-    def download(self, src):
-        return np.array(src, copy=True)
 
     def describe(self):
         return "{name} simulator"

@@ -25,7 +25,8 @@ from tests.helpers import install_distribution  # noqa: E402
 
 WOBBLY = '''
 import numpy as np
-from refmnn.backends import Backend, Buffer, Kernel, KernelDef, Probe, Scheme
+from refmnn.backends import Backend, Kernel, KernelDef, Probe, Scheme
+from refmnn.backends.host import HostMemory
 from refmnn.dtypes import DType
 
 
@@ -40,9 +41,8 @@ class Relu(Kernel):
         np.maximum(inputs[0], np.float32(0), out=outputs[0])
 
 
-class Wobbly(Backend):
+class Wobbly(HostMemory, Backend):
     name = "wobbly"
-    host_memory = True
 
     @classmethod
     def probe(cls):
@@ -53,19 +53,6 @@ class Wobbly(Backend):
         return (KernelDef("Add", (Scheme("ufunc", lambda b, s: Add()),), since=7, dtypes=f32),
                 KernelDef("Relu", (Scheme("ufunc", lambda b, s: Relu()),), since=6, dtypes=f32))
 
-    def allocate(self, nbytes, storage):
-        return Buffer(nbytes, storage, np.zeros(max(nbytes, 1), dtype=np.uint8))
-
-    def view(self, buffer, offset, type):
-        dtype = type.dtype.numpy
-        count = int(np.prod(type.shape, dtype=np.int64))
-        return buffer.handle[offset:offset + count * dtype.itemsize].view(dtype).reshape(type.shape)
-
-    def upload(self, src, dst):
-        np.copyto(dst, src)
-
-    def download(self, src):
-        return np.array(src, copy=True)
 
     def describe(self):
         return "wobbly simulator"
