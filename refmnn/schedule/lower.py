@@ -22,6 +22,7 @@ import numpy as np
 
 from refmnn.graph import Graph, Node, TensorType, ValueType
 from refmnn.ops.raster import DOMAIN as RASTER_DOMAIN
+from refmnn.ops._schema import OpDef
 from refmnn.ops.registry import OpRegistry
 
 UNARY = ("Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Floor", "Ceil", "Round", "Sign",
@@ -74,6 +75,7 @@ class RuleInput:
     """What a lowering rule may read about the node it rewrites."""
 
     node: Node
+    opdef: OpDef
     attrs: Mapping[str, Any]
     types: tuple[TensorType | None, ...]
     constants: tuple[np.ndarray | None, ...]
@@ -119,14 +121,11 @@ def lower_movement(rule: RuleInput, em: Emitter) -> bool:
     source = rule.types[0]
     if source is None or not source.is_static:
         return False
-    from refmnn.ops import default_registry
-
-    opdef = default_registry().resolve(rule.node.domain, rule.node.op, rule.opset)
     index = np.arange(source.numel() or 0, dtype=np.int64).reshape(source.shape)
     args = [index, *rule.constants[1:]]
     if any(a is None and n for a, n in zip(args[1:], rule.node.inputs[1:], strict=False)):
         return False
-    result = opdef(*args, **rule.attrs)
+    result = rule.opdef(*args, **rule.attrs)
     index_map = result[0] if isinstance(result, tuple) else result
     if index_map.size == 0:
         return False
@@ -346,7 +345,7 @@ def lower_node(node: Node, opset: int, registry: OpRegistry, types: Mapping[str,
                          for t in (types.get(n) if n else None for n in node.inputs))
     values = tuple(constants.get(n) if n else None for n in node.inputs)
     em = Emitter(node)
-    if not rule(RuleInput(node, opdef.bind_attrs(node.attrs), tensor_types, values, opset), em):
+    if not rule(RuleInput(node, opdef, opdef.bind_attrs(node.attrs), tensor_types, values, opset), em):
         return None
     return em.nodes, em.constants
 

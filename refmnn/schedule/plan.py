@@ -297,6 +297,7 @@ def _assemble(graph: Graph, input_types: Mapping[str, ValueType | None], registr
     steps: list[Step] = []
     captured: dict[int, list[str]] = {}
     specs: dict[str, NodeSpec] = {}
+    copied: set[str] = set()  # device copies already made (one per value and backend)
     for node in graph.nodes:
         spec = make_spec(node, graph, registry, types, constants)
         specs[node.name] = spec
@@ -315,9 +316,9 @@ def _assemble(graph: Graph, input_types: Mapping[str, ValueType | None], registr
                                        nbytes=int(graph.initializers[name].nbytes))
             else:
                 key = f"{name}@{backend}"
-                if key not in slots and not any(isinstance(s, CopyStep) and s.dst == key for s in steps):
-                    source_home = home.get(name, REFERENCE)
-                    steps.append(CopyStep(name, name, key, source_home, backend))
+                if key not in copied:
+                    copied.add(key)
+                    steps.append(CopyStep(name, name, key, home.get(name, REFERENCE), backend))
                 keys.append(key)
         if any(node.subgraphs()):
             outer = set()

@@ -124,3 +124,23 @@ def erf32(x):  # type: ignore[no-untyped-def]
     q = ((((((z + Q5) * z + Q4) * z + Q3) * z + Q2) * z + Q1) * z + Q0)
     return v * p / q
 
+
+def window_params(spec: NodeSpec, kernel: Sequence[int]) -> tuple[int, ...]:
+    """A 2-D window op's geometry: (kh, kw, sh, sw, dh, dw, pad_top, pad_left, pad_bottom,
+    pad_right), with SAME_UPPER/SAME_LOWER pads derived from the planned output size."""
+    a = spec.attrs
+    kh, kw = (int(k) for k in kernel)
+    sh, sw = (int(s) for s in (a.get("strides") or (1, 1)))
+    dh, dw = (int(d) for d in (a.get("dilations") or (1, 1)))
+    h, w = (int(d) for d in spec.inputs[0].shape[2:])
+    oh, ow = (int(d) for d in spec.outputs[0].shape[2:])
+    auto = a.get("auto_pad", "NOTSET") or "NOTSET"
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        pads = []
+        for size, out, k, s, d in ((h, oh, kh, sh, dh), (w, ow, kw, sw, dw)):
+            total = max(0, (out - 1) * s + (k - 1) * d + 1 - size)
+            small, big = total // 2, total - total // 2
+            pads.append((small, big) if auto == "SAME_UPPER" else (big, small))
+        return kh, kw, sh, sw, dh, dw, pads[0][0], pads[1][0], pads[0][1], pads[1][1]
+    p = [int(v) for v in (a.get("pads") or (0, 0, 0, 0))] if auto == "NOTSET" else [0, 0, 0, 0]
+    return kh, kw, sh, sw, dh, dw, p[0], p[1], p[2], p[3]

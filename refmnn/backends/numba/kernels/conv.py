@@ -45,7 +45,7 @@ import numpy as np
 from numba import njit, prange
 
 from refmnn.backends.base import Kernel, KernelDef, NodeSpec, Scheme, Storage
-from refmnn.backends.numba.kernels._common import F32, PARALLEL_LOCK, PJIT
+from refmnn.backends.numba.kernels._common import F32, PARALLEL_LOCK, PJIT, window_params
 from refmnn.backends.numba.kernels.fused import Epilogue, epilogue_ok
 from refmnn.ops.fused import DOMAIN as FUSED_DOMAIN
 
@@ -58,24 +58,8 @@ GEMM_CALL = 2e5  # per sgemm call (and its packing launch), in flop units (~4 us
 
 def conv_params(spec: NodeSpec) -> tuple[int, ...]:
     """(kh, kw, sh, sw, dh, dw, pad_top, pad_left, pad_bottom, pad_right, group)."""
-    a = spec.attrs
-    w = [int(d) for d in spec.inputs[1].shape]
-    kh, kw = (int(k) for k in (a.get("kernel_shape") or w[2:]))
-    sh, sw = (int(s) for s in (a.get("strides") or (1, 1)))
-    dh, dw = (int(d) for d in (a.get("dilations") or (1, 1)))
-    h, wd = (int(d) for d in spec.inputs[0].shape[2:])
-    oh, ow = (int(d) for d in spec.outputs[0].shape[2:])
-    auto = a.get("auto_pad", "NOTSET") or "NOTSET"
-    if auto in ("SAME_UPPER", "SAME_LOWER"):
-        pads = []
-        for size, out, k, s, d in ((h, oh, kh, sh, dh), (wd, ow, kw, sw, dw)):
-            total = max(0, (out - 1) * s + (k - 1) * d + 1 - size)
-            small, big = total // 2, total - total // 2
-            pads.append((small, big) if auto == "SAME_UPPER" else (big, small))
-        p = [pads[0][0], pads[1][0], pads[0][1], pads[1][1]]
-    else:
-        p = [int(v) for v in (a.get("pads") or (0, 0, 0, 0))] if auto == "NOTSET" else [0, 0, 0, 0]
-    return kh, kw, sh, sw, dh, dw, p[0], p[1], p[2], p[3], int(a.get("group", 1) or 1)
+    kernel = spec.attrs.get("kernel_shape") or [int(d) for d in spec.inputs[1].shape[2:]]
+    return (*window_params(spec, kernel), int(spec.attrs.get("group", 1) or 1))
 
 
 def macs(spec: NodeSpec) -> float:

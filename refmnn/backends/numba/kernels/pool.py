@@ -17,7 +17,8 @@ import numpy as np
 from numba import njit, prange
 
 from refmnn.backends.base import Kernel, KernelDef, NodeSpec, Scheme
-from refmnn.backends.numba.kernels._common import F32, PARALLEL_LOCK, PJIT, numel, single_output
+from refmnn.backends.numba.kernels._common import (F32, PARALLEL_LOCK, PJIT, numel, single_output,
+                                                  window_params)
 
 
 @njit(**PJIT)
@@ -73,22 +74,7 @@ def pool2d(x, out, is_max, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, include_pad):
 
 def pool_params(spec: NodeSpec) -> tuple[int, ...]:
     """(kh, kw, sh, sw, dh, dw, pad_top, pad_left, pad_bottom, pad_right)."""
-    a = spec.attrs
-    kh, kw = (int(k) for k in a["kernel_shape"])
-    sh, sw = (int(s) for s in (a.get("strides") or (1, 1)))
-    dh, dw = (int(d) for d in (a.get("dilations") or (1, 1)))
-    h, w = (int(d) for d in spec.inputs[0].shape[2:])
-    oh, ow = (int(d) for d in spec.outputs[0].shape[2:])
-    auto = a.get("auto_pad", "NOTSET") or "NOTSET"
-    if auto in ("SAME_UPPER", "SAME_LOWER"):
-        pads = []
-        for size, out, k, s, d in ((h, oh, kh, sh, dh), (w, ow, kw, sw, dw)):
-            total = max(0, (out - 1) * s + (k - 1) * d + 1 - size)
-            small, big = total // 2, total - total // 2
-            pads.append((small, big) if auto == "SAME_UPPER" else (big, small))
-        return kh, kw, sh, sw, dh, dw, pads[0][0], pads[1][0], pads[0][1], pads[1][1]
-    p = [int(v) for v in (a.get("pads") or (0, 0, 0, 0))] if auto == "NOTSET" else [0, 0, 0, 0]
-    return kh, kw, sh, sw, dh, dw, p[0], p[1], p[2], p[3]
+    return window_params(spec, spec.attrs["kernel_shape"])
 
 
 class Pool(Kernel):
