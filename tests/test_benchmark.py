@@ -65,6 +65,24 @@ def test_cli_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert "| tiny | onnxruntime | 1 |" in markdown and "not-installed" in markdown
     machine = json.loads((out / "machine.json").read_text())
     assert machine["threads"] == [1] and machine["versions"]["numpy"]
+    # numpy's GEMM ceiling, timed before and after the models in this same run
+    gemm = machine["gemm_ceiling"]
+    assert gemm["before"]["1"]["gflops"] > 0 and gemm["after"]["1"]["gflops"] > 0
+    top = max(gemm["before"]["1"]["gflops"], gemm["after"]["1"]["gflops"])
+    for r in records[:2]:
+        assert r["gemm_ceiling_gflops"] == top
+        assert r["fraction_of_gemm_ceiling"] is None  # the tiny model has no counted FLOPs
+    assert "numpy float32 GEMM 1024^3" in markdown and "% GEMM" in markdown
+
+
+def test_gemm_fraction_uses_the_better_sample_per_thread_count() -> None:
+    samples = [{"1": {"gflops": 80.0}, "2": {"gflops": None, "error": "died"}},
+               {"1": {"gflops": 100.0}, "2": {"gflops": 150.0}}]
+    records = [{"threads": 1, "gflops_per_s": 50.0}, {"threads": 2, "gflops_per_s": 75.0},
+               {"threads": 2, "gflops_per_s": None}, {"threads": 4, "gflops_per_s": 10.0}]
+    report.add_gemm_fractions(records, samples)
+    assert [r["gemm_ceiling_gflops"] for r in records] == [100.0, 150.0, 150.0, None]
+    assert [r["fraction_of_gemm_ceiling"] for r in records] == [0.5, 0.5, None, None]
 
 
 def test_compare_and_spread() -> None:

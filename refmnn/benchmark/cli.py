@@ -104,7 +104,7 @@ def _progress_bar(total: int, enabled: bool) -> Any:
 
 def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """Run the benchmark described by parsed ``args``; returns the exit code."""
-    from refmnn.benchmark import chart, machine, report
+    from refmnn.benchmark import ceiling, chart, machine, report
     from refmnn.benchmark.models import resolve
     from refmnn.benchmark.runner import ModelBench, Options
 
@@ -140,6 +140,9 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         print(f"refmnn bench: {exc}", file=sys.stderr)
         return 2
 
+    print("refmnn bench: timing numpy's float32 GEMM (the ceiling)...", file=sys.stderr)
+    ceilings = [ceiling.measure(options.threads, options.log_dir)]
+
     per_job = 1 + options.warmup + options.repeat
     total = len(specs) * len(engine_names) * len(options.threads) * per_job
     bar = _progress_bar(total, not args.no_progress)
@@ -171,7 +174,11 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     bar.close()
 
     info["load_average_end"] = machine.load_average()
+    ceilings.append(ceiling.measure(options.threads, options.log_dir))
+    info["gemm_ceiling"] = {"size": ceiling.GEMM_SIZE, "before": ceilings[0],
+                            "after": ceilings[1]}
     report.add_ratios(records)
+    report.add_gemm_fractions(records, ceilings)
     report.write_jsonl(records, jsonl)
     (out / "machine.json").write_text(json.dumps(info, indent=2) + "\n")
     png = chart.write_chart(records, out / "latency_vs_onnxruntime.png",
@@ -181,6 +188,8 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     (out / "results.md").write_text(markdown)
 
     print(f"\n{machine.summary_line(info)}")
+    print(f"numpy float32 GEMM {ceiling.GEMM_SIZE}^3 before / after the models: "
+          f"{ceiling.describe(ceilings, options.threads)}")
     print(f"{options.warmup} warm-up + {options.repeat} timed runs per (engine, threads), "
           f"interleaved; times in ms; accuracy vs refmnn reference (tolerance rel L2 "
           f"{options.rel_l2_tolerance:g})\n")

@@ -23,7 +23,8 @@ from refmnn.benchmark.runner import FALLBACK_BASELINE, Job, Options, summarize
 
 RECORD_FIELDS = (
     "model", "engine", "threads", "status", "median_ms", "min_ms", "max_ms", "repeat",
-    "first_run_ms", "gflops_per_s", "ratio_to_onnxruntime", "accuracy", "versions",
+    "first_run_ms", "gflops_per_s", "gemm_ceiling_gflops", "fraction_of_gemm_ceiling",
+    "ratio_to_onnxruntime", "accuracy", "versions",
 )
 """Fields every record has (values may be null); the smoke test checks them."""
 
@@ -66,6 +67,8 @@ def make_record(spec: ModelSpec, job: Job, options: Options, machine: dict[str, 
         "convert_ms": job.convert_ms,
         "converted": job.artifacts.get("converted"),
         "gflops_per_s": gflops,
+        "gemm_ceiling_gflops": None,
+        "fraction_of_gemm_ceiling": None,
         "ratio_to_onnxruntime": None,
         "accuracy": job.accuracy or None,
         "versions": machine["versions"],
@@ -95,10 +98,23 @@ def add_ratios(records: list[dict[str, Any]]) -> None:
             r["ratio_to_onnxruntime"] = r["median_ms"] / base
 
 
+def add_gemm_fractions(records: list[dict[str, Any]], samples: Sequence[dict[str, Any]]
+                       ) -> None:
+    """Fill ``gemm_ceiling_gflops`` (see :mod:`refmnn.benchmark.ceiling`) and
+    ``fraction_of_gemm_ceiling`` = effective GFLOP/s / that ceiling, per thread count."""
+    from refmnn.benchmark.ceiling import best
+
+    for r in records:
+        top = best(samples, r["threads"])
+        r["gemm_ceiling_gflops"] = top
+        r["fraction_of_gemm_ceiling"] = r["gflops_per_s"] / top \
+            if top and r["gflops_per_s"] else None
+
+
 # -- tables -------------------------------------------------------------------------------
 
 COLUMNS = ("model", "engine", "thr", "median ms", "min ms", "max ms", "runs", "first run ms",
-           "GFLOP/s", "x ORT", "rel L2", "max abs", "status")
+           "GFLOP/s", "% GEMM", "x ORT", "rel L2", "max abs", "status")
 
 
 def _num(value: float | None, digits: int = 2) -> str:
@@ -129,6 +145,8 @@ def rows(records: Iterable[dict[str, Any]]) -> list[list[str]]:
             r["model"], r["engine"], str(r["threads"]), _num(r["median_ms"]), _num(r["min_ms"]),
             _num(r["max_ms"]), str(r["repeat"]) if r["median_ms"] else "-",
             _num(r["first_run_ms"]), _num(r["gflops_per_s"]),
+            "-" if r.get("fraction_of_gemm_ceiling") is None
+            else f"{100 * r['fraction_of_gemm_ceiling']:.0f}",
             "-" if ratio is None else f"{ratio:.2f}", _sci(acc.get("rel_l2")),
             _sci(acc.get("max_abs")), status,
         ])
@@ -145,7 +163,7 @@ def text_table(records: Sequence[dict[str, Any]]) -> str:
     body = rows(records)
     widths = [max(len(h), *(len(row[i]) for row in body)) if body else len(h)
               for i, h in enumerate(COLUMNS)]
-    right = set(range(2, 12))
+    right = set(range(2, len(COLUMNS) - 1))
 
     def fmt(row: Sequence[str]) -> str:
         cells = [c.rjust(w) if i in right else c.ljust(w)
@@ -165,7 +183,7 @@ def text_table(records: Sequence[dict[str, Any]]) -> str:
 def markdown_table(records: Sequence[dict[str, Any]]) -> str:
     body = rows(records)
     lines = ["| " + " | ".join(COLUMNS) + " |",
-             "|" + "|".join("---" if i < 2 or i == 12 else "---:" for i in range(len(COLUMNS)))
+             "|" + "|".join("---" if i < 2 or i == len(COLUMNS) - 1 else "---:" for i in range(len(COLUMNS)))
              + "|"]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in body]
     return "\n".join(lines)
@@ -197,7 +215,10 @@ def notes(records: Sequence[dict[str, Any]]) -> list[str]:
 
 def markdown_report(records: Sequence[dict[str, Any]], machine: dict[str, Any],
                     options: Options, command: str, chart: str | None) -> str:
+    from refmnn.benchmark.ceiling import describe
     from refmnn.benchmark.machine import summary_line
+
+    gemm = machine.get("gemm_ceiling") or {}
 
     versions = ", ".join(f"{k} {v}" for k, v in machine["versions"].items() if v)
     missing = ", ".join(k for k, v in machine["versions"].items() if v is None)
@@ -217,7 +238,10 @@ def markdown_report(records: Sequence[dict[str, Any]], machine: dict[str, Any],
         f"{options.rel_l2_tolerance:g}",
         "- Latencies in ms (median, min, max of the timed runs); first run = session creation "
         "+ first inference; x ORT = median / onnxruntime median at the same thread count; "
-        "GFLOP/s = model FLOPs / median",
+        "GFLOP/s = model FLOPs / median; % GEMM = that rate / numpy's float32 GEMM rate at the "
+        "same thread count, measured in this run (below)",
+        f"- numpy float32 GEMM {gemm.get('size')}^3 (the ceiling), before / after the models: "
+        f"{describe([gemm.get('before', {}), gemm.get('after', {})], options.threads)}",
         "",
         markdown_table(records),
         "",

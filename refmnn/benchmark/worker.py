@@ -11,6 +11,7 @@ Requests and replies::
     ("load", engine, model_spec, threads, feeds, artifacts)
         -> ("ok", {"import_ms", "create_ms", "first_infer_ms", "outputs", "version"})
     ("time", n) -> ("ok", [ms, ...])   # n timed runs of the loaded feeds
+    ("gemm", size, n) -> ("ok", [ms, ...])  # n timed float32 numpy GEMMs, size^3 (no engine)
     ("quit",)
     any failure -> ("error", "ExceptionType: message", traceback_text)
 
@@ -152,6 +153,23 @@ class WorkerHandle:
         self._log.close()
 
 
+def _time_gemm(size: int, count: int) -> list[float]:
+    """``count`` timed ``a @ b`` of seeded float32 ``size x size`` matrices (two untimed first):
+    numpy's BLAS at the worker's thread count, the yardstick of :mod:`refmnn.benchmark.ceiling`."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((size, size), dtype=np.float32) for _ in range(2))
+    out = np.empty((size, size), np.float32)
+    times = []
+    for i in range(count + 2):
+        start = time.perf_counter()
+        np.matmul(a, b, out=out)
+        if i >= 2:
+            times.append((time.perf_counter() - start) * 1e3)
+    return times
+
+
 def _serve(reply_fd: int) -> None:
     """The worker's loop: answer requests from stdin until ``quit`` or EOF."""
     from refmnn.benchmark import engines
@@ -181,6 +199,9 @@ def _serve(reply_fd: int) -> None:
                            "first_infer_ms": (t3 - t2) * 1e3, "outputs": outputs,
                            "version": engine.version()}
                 _write(reply_fd, ("ok", payload))
+            elif message[0] == "gemm":
+                _, size, count = message
+                _write(reply_fd, ("ok", _time_gemm(size, count)))
             elif message[0] == "time":
                 _, count = message
                 if run is None:
