@@ -1,9 +1,9 @@
 """LayerNormalization (opset 17): normalise over the trailing axes from ``axis``.
 
 Scheme ``rows`` (the only one): the input is seen as ``(rows, D)`` with ``D`` the product of the
-normalised axes; per row a float64 mean, a float64 variance (two passes,
-no cancellation), then ``y = (x - mean) * inv_std * scale + bias``. Applies: float32, only the
-``Y`` output used (Mean and InvStdDev not requested), scale and bias with exactly ``D``
+normalised axes; per row a float64 mean, a float64 variance (two passes, no cancellation; both
+vectorised sums, ``_common.row_sum``), then ``y = (x - mean) * inv_std * scale + bias``.
+Applies: float32, only the ``Y`` output used (Mean and InvStdDev not requested), scale and bias with exactly ``D``
 elements (they then broadcast as the normalised shape). Serial loop (rows are short).
 Cost: ``3 * n``.
 """
@@ -16,22 +16,16 @@ import numpy as np
 from numba import njit, prange
 
 from refmnn.backends.base import Kernel, KernelDef, NodeSpec, Scheme
-from refmnn.backends.numba.kernels._common import F32, JIT, flat, numel, single_output
+from refmnn.backends.numba.kernels._common import (F32, JIT, flat, numel, row_sum,
+                                                    row_sum_sq_dev, single_output)
 
 
 @njit(**JIT)
 def layer_norm_rows(x, scale, bias, has_bias, out, rows, d, eps):
     for r in prange(rows):
         base = r * d
-        mean = 0.0
-        for j in range(d):
-            mean += x[base + j]
-        mean /= d
-        var = 0.0
-        for j in range(d):
-            t = x[base + j] - mean
-            var += t * t
-        inv = 1.0 / math.sqrt(var / d + eps)
+        mean = row_sum(x, base, d) / d
+        inv = 1.0 / math.sqrt(row_sum_sq_dev(x, base, d, mean) / d + eps)
         if has_bias:
             for j in range(d):
                 out[base + j] = (x[base + j] - mean) * inv * scale[j] + bias[j]
