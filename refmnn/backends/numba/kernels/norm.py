@@ -3,8 +3,9 @@
 Scheme ``rows`` (the only one): the input is seen as ``(rows, D)`` with ``D`` the product of the
 normalised axes; per row a float64 mean, a float64 variance (two passes, no cancellation; both
 vectorised sums, ``_common.row_sum``), then ``y = (x - mean) * inv_std * scale + bias``.
-Applies: float32, only the ``Y`` output used (Mean and InvStdDev not requested), scale and bias with exactly ``D``
-elements (they then broadcast as the normalised shape). Serial loop (rows are short).
+Applies: float32, only the ``Y`` output used (Mean and InvStdDev not requested), scale and bias
+with exactly ``D`` elements (they then broadcast as the normalised shape). Serial loop (rows are
+short).
 Cost: ``3 * n``.
 """
 
