@@ -81,6 +81,14 @@ def test_zoo_model_runs_entirely_on_numba(name):
 # every scheme, forced
 
 
+# Schemes whose float32 rounding is known to be larger than the rest: their forced runs are held to
+# ``tol`` times this factor. Winograd F(4x4, 3x3)'s transforms (entries up to 8 and 1/24) give
+# about 4x F(2,3)'s error (kernels/conv.py's docstring); relative to the conv output it stays near
+# 1e-6, but after an activation that clips most outputs (FusedConv clip [0, 0.5] + residual) the
+# relative L2 of what is left reached 1.2e-5.
+SCHEME_TOL = {"winograd_f43": 5.0}
+
+
 def check_node(model, feeds, *, node="n0", min_schemes=1, tol=1e-5, must_run=()):
     """Run ``node`` of ``model`` with every applicable scheme of the numba backend and compare with
     the reference; the session as a whole must also place the node on numba and agree."""
@@ -126,7 +134,8 @@ def check_node(model, feeds, *, node="n0", min_schemes=1, tol=1e-5, must_run=())
             if out is None or ref is None:
                 continue
             assert out.dtype == ref.dtype and out.shape == ref.shape
-            assert rel_l2(out, ref) <= tol, (scheme.name, rel_l2(out, ref))
+            limit = tol * SCHEME_TOL.get(scheme.name, 1.0)
+            assert rel_l2(out, ref) <= limit, (scheme.name, rel_l2(out, ref))
         ran.append(scheme.name)
     assert len(ran) >= min_schemes, ran
     for name in must_run:
@@ -150,10 +159,11 @@ def conv_model(x_shape, w_shape, bias=True, **attrs):
     return make_model([node], [("X", F, x_shape)], [("Y", F, None)], initializers=inits)
 
 
+WINOGRAD = ("direct", "im2col_gemm", "winograd_f23", "winograd_f43")
 CONV_CASES = [
     # x shape, w shape, attrs, schemes that must run
-    ((2, 4, 9, 7), (6, 4, 3, 3), {"pads": [1, 1, 1, 1]}, ("direct", "im2col_gemm", "winograd_f23")),
-    ((1, 4, 8, 8), (6, 4, 3, 3), {}, ("direct", "im2col_gemm", "winograd_f23")),
+    ((2, 4, 9, 7), (6, 4, 3, 3), {"pads": [1, 1, 1, 1]}, WINOGRAD),
+    ((1, 4, 8, 8), (6, 4, 3, 3), {}, WINOGRAD),
     ((1, 4, 9, 9), (6, 4, 3, 3), {"strides": [2, 2], "pads": [1, 0, 2, 1]}, ("direct", "im2col_gemm")),
     ((1, 4, 11, 10), (6, 2, 3, 2), {"group": 2, "dilations": [2, 1], "pads": [2, 1, 0, 1]},
      ("direct", "im2col_gemm")),
@@ -164,7 +174,12 @@ CONV_CASES = [
      ("direct", "depthwise", "depthwise_s1")),
     ((1, 4, 11, 11), (8, 1, 3, 3), {"group": 4, "strides": [2, 2], "pads": [1, 1, 1, 1]}, ("depthwise",)),
     ((1, 3, 7, 8), (4, 3, 5, 5), {"auto_pad": "SAME_UPPER", "strides": [2, 2]}, ("direct", "im2col_gemm")),
-    ((1, 3, 7, 8), (4, 3, 3, 3), {"auto_pad": "VALID"}, ("direct", "im2col_gemm", "winograd_f23")),
+    ((1, 3, 7, 8), (4, 3, 3, 3), {"auto_pad": "VALID"}, WINOGRAD),
+    # Winograd edge tiles: output sizes not multiples of 4 (or 2), uneven and wide padding, N > 1
+    ((2, 5, 13, 11), (7, 5, 3, 3), {"pads": [2, 0, 1, 2]}, WINOGRAD),
+    ((3, 3, 5, 6), (4, 3, 3, 3), {"pads": [3, 2, 2, 3]}, WINOGRAD),
+    ((1, 4, 3, 3), (2, 4, 3, 3), {}, WINOGRAD),
+    ((2, 6, 12, 9), (5, 6, 3, 3), {"auto_pad": "SAME_LOWER"}, WINOGRAD),
 ]
 
 
@@ -175,7 +190,7 @@ def test_conv_schemes(x_shape, w_shape, attrs, schemes):
 
 def test_conv_without_bias():
     check_node(conv_model((1, 4, 6, 6), (5, 4, 3, 3), bias=False, pads=[1, 1, 1, 1]),
-               {"X": rand(1, 4, 6, 6)}, must_run=("direct", "im2col_gemm", "winograd_f23"))
+               {"X": rand(1, 4, 6, 6)}, must_run=WINOGRAD)
 
 
 @pytest.mark.parametrize(("a", "b"), [((5, 7), (7, 3)), ((2, 3, 5, 4), (4, 6)), ((3, 1, 4, 5), (2, 5, 3)),
@@ -374,7 +389,7 @@ def test_fused_conv(act, params, residual):
     decl = [("X", F, (1, 6, 8, 8))] + ([("Z", F, (1, 6, 8, 8))] if residual else [])
     model = make_model([node], decl, [("Y", F, None)], initializers=[w, b], extra_opsets=[("refmnn", 1)])
     feeds = {"X": rand(1, 6, 8, 8), **({"Z": rand(1, 6, 8, 8)} if residual else {})}
-    check_node(model, feeds, must_run=("direct", "im2col_gemm", "winograd_f23"))
+    check_node(model, feeds, must_run=WINOGRAD)
 
 
 @pytest.mark.parametrize(("act", "params"), FUSED_ACTS[:3] + FUSED_ACTS[6:7])
@@ -388,6 +403,18 @@ def test_fused_conv_1x1_and_depthwise(act, params):
         model = make_model([node], [("X", F, (2, 6, 7, 7))], [("Y", F, None)], initializers=[w, b],
                            extra_opsets=[("refmnn", 1)])
         check_node(model, {"X": rand(2, 6, 7, 7)}, must_run=schemes)
+
+
+def test_fused_conv_winograd_odd_sizes_residual_relu():
+    """FusedConv = relu(Conv + Z) with N = 2, uneven padding and an 11x10 output (edge tiles)."""
+    w = numpy_helper.from_array(rand(7, 5, 3, 3), "W")
+    b = numpy_helper.from_array(rand(7), "B")
+    node = helper.make_node("FusedConv", ["X", "W", "B", "Z"], ["Y"], name="n0", domain="refmnn",
+                            pads=[1, 2, 1, 1], activation="relu")
+    decl = [("X", F, (2, 5, 11, 9)), ("Z", F, (2, 7, 11, 10))]
+    model = make_model([node], decl, [("Y", F, None)], initializers=[w, b],
+                       extra_opsets=[("refmnn", 1)])
+    check_node(model, {"X": rand(2, 5, 11, 9), "Z": rand(2, 7, 11, 10)}, must_run=WINOGRAD)
 
 
 @pytest.mark.parametrize(("act", "params"), FUSED_ACTS)
