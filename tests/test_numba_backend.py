@@ -202,6 +202,58 @@ def test_matmul_schemes(a, b):
     check_node(model, {"A": rand(*a), "B": rand(*b)}, must_run=("blas", "blocked") if ranks_ok else ("blas",))
 
 
+@pytest.mark.parametrize(("a", "b", "leaf", "depth"), [((32, 48), (48, 64), 8, 2),
+                                                   ((64, 64), (64, 32), 8, 2),
+                                                   ((1024, 1024), (1024, 1024), None, 1)])
+def test_matmul_strassen(a, b, leaf, depth, monkeypatch):
+    """Strassen's scheme against the reference: with a small leaf (so that small products
+    recurse two levels), and once at its real threshold (1024 = two leaves of 512)."""
+    from refmnn.backends.numba.kernels import strassen
+
+    if leaf is not None:  # and additions for free, so that the deepest recursion is the cheapest
+        monkeypatch.setattr(strassen, "LEAF", leaf)
+        monkeypatch.setattr(strassen, "ADD", 0.0)
+    assert strassen.levels(a[0], b[1], a[1]) == depth
+    node = helper.make_node("MatMul", ["A", "B"], ["Y"], name="n0")
+    model = make_model([node], [("A", F, a), ("B", F, b)], [("Y", F, None)])
+    check_node(model, {"A": rand(*a), "B": rand(*b)}, must_run=("blas", "strassen"))
+
+
+def test_fused_matmul_strassen(monkeypatch):
+    """FusedMatMul's epilogue (bias, residual, relu) after a two-level Strassen product."""
+    from refmnn.backends.numba.kernels import strassen
+
+    monkeypatch.setattr(strassen, "LEAF", 8)
+    monkeypatch.setattr(strassen, "ADD", 0.0)
+    inits = [numpy_helper.from_array(rand(32, 64), "Bm"), numpy_helper.from_array(rand(64), "bias")]
+    node = helper.make_node("FusedMatMul", ["A", "Bm", "bias", "Z"], ["Y"], name="n0",
+                            domain="refmnn", activation="relu")
+    model = make_model([node], [("A", F, (32, 32)), ("Z", F, (32, 64))], [("Y", F, None)],
+                       initializers=inits, extra_opsets=[("refmnn", 1)])
+    check_node(model, {"A": rand(32, 32), "Z": rand(32, 64)}, must_run=("strassen",))
+
+
+def test_strassen_cost_prefers_blas_below_large_products():
+    """The cost model picks Strassen only for large products (none in the zoo)."""
+    from refmnn.backends.numba.kernels import linalg, strassen
+    from refmnn.dtypes import DType
+    from refmnn.graph import TensorType
+
+    class Spec:  # the two fields the costs read
+        def __init__(self, m, k, n):
+            self.inputs = (TensorType(DType.float32, (m, k)), TensorType(DType.float32, (k, n)))
+            self.outputs = (TensorType(DType.float32, (m, n)),)
+
+    for m, k, n, wins in ((128, 384, 1536, False), (1024, 1024, 1024, False),
+                          (4096, 4096, 4096, True)):
+        spec = Spec(m, k, n)
+        fits = strassen.levels_that_fit(m, n, k) > 0
+        assert fits or not wins
+        if fits:
+            assert (strassen.cost(spec) < linalg._blas_cost(spec)) == wins, (m, k, n)
+    assert strassen.levels(4096, 4096, 4096) == 1  # deeper levels cost more additions than they save
+
+
 BINARY = ["Add", "Sub", "Mul", "Div", "Max", "Min"]
 SHAPES = [((2, 3, 4, 5), (2, 3, 4, 5)), ((2, 3, 4, 5), (3, 1, 1)), ((2, 3, 4, 5), ()), ((1,), (2, 3, 4, 5)),
           ((2, 1, 4, 1, 6), (3, 1, 5, 6)), ((4, 1), (1, 5))]

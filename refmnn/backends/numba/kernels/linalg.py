@@ -18,6 +18,8 @@ Scheme ``blocked`` -- applies when both operands have rank >= 2 and are not empt
     is resolved in ``prepare`` into two index tables. Cost: ``4 * 2*M*N*K*batch`` (no register
     tiling: about a quarter of BLAS speed), so it wins only for tiny products where BLAS's call
     overhead dominates.
+Scheme ``strassen`` -- large 2-D products: Strassen's 7-product recursion over BLAS leaves; see
+    :mod:`.strassen` for the algorithm, its accuracy and its cost.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import numpy as np
 from numba import njit, prange
 
 from refmnn.backends.base import Kernel, KernelDef, NodeSpec, Scheme, Storage
+from refmnn.backends.numba.kernels import strassen
 from refmnn.backends.numba.kernels._common import F32, PARALLEL_LOCK, PJIT
 from refmnn.backends.numba.kernels.fused import Epilogue, epilogue_ok
 from refmnn.ops.fused import DOMAIN as FUSED_DOMAIN
@@ -166,6 +169,7 @@ def _schemes(fused: bool) -> tuple[Scheme, ...]:
         Scheme("blocked", lambda b, s: MatMulBlocked(), cost=_blocked_cost,
                applies=when(lambda spec: all(t.rank >= 2 and t.numel() for t in spec.inputs[:2])),
                doc="numba i-k-j loop nest, K blocks, prange over row blocks"),
+        strassen.scheme(fused),
     )
 
 
