@@ -218,6 +218,71 @@ def test_matmul(a, b):  # type: ignore[no-untyped-def]
     every_scheme(node_model("MatMul", [a, b]), {"x0": randn(*a), "x1": randn(*b)}, tol=2e-6)
 
 
+# -- the GEMM kernels, each configuration forced ------------------------------------------------
+
+def gemm_configs():  # type: ignore[no-untyped-def]
+    from refmnn.backends.opencl.kernels import matmul
+
+    extra = [("reg", 16, 1, 3, 2, 2), ("reg", 4, 1, 8, 16, 4), ("reg", 4, 2, 4, 16, 4)]
+    return list(dict.fromkeys([*matmul.REG, *matmul.TILED, *extra]))
+
+
+# (M, N, K): not multiples of any block (rows 4/6/8, columns 8..24, tiles 16/32), and exact ones
+GEMM_SHAPES = [(1, 1, 1), (7, 13, 5), (13, 37, 19), (6, 16, 8), (33, 50, 3), (8, 24, 40)]
+
+
+@pytest.mark.filterwarnings("ignore:Non-empty compiler output")   # PoCL's ABI notes on float16
+@pytest.mark.parametrize("half", [False, True], ids=["f32", "f16"])
+@pytest.mark.parametrize("config", gemm_configs(), ids=str)
+def test_gemm_config_edges(config, half):  # type: ignore[no-untyped-def]
+    """Every GEMM configuration on edge shapes against NumPy: batches through the offset table
+    (A broadcast over batches, distinct B and bias offsets), nonzero tensor offsets, a C batch
+    stride with a gap that must stay untouched, bias, and float16 storage."""
+    import pyopencl as cl
+
+    from refmnn.backends.opencl.backend import CLTensor
+    from refmnn.backends.opencl.kernels._common import CLKernel
+    from refmnn.backends.opencl.kernels.matmul import Gemm
+
+    backend = OpenCLBackend(BackendConfig(options={"tune": "off"}))
+    ctx = backend.context
+    dtype = np.float16 if half else np.float32
+    batch, pad = 3, 5
+
+    def device(host, offset):  # type: ignore[no-untyped-def]
+        flat = np.concatenate([np.full(offset, 7, dtype), host.reshape(-1).astype(dtype)])
+        buf = cl.Buffer(ctx.cl, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=flat)
+        return CLTensor(buf, offset * flat.itemsize, host.shape, dtype), buf, flat
+
+    for M, N, K in GEMM_SHAPES:
+        a = randn(2, M, K).astype(dtype)            # batch b uses A[b % 2]
+        b = randn(batch, K, N).astype(dtype)
+        bias = randn(batch, M).astype(dtype)
+        offsets = np.array([((i % 2) * M * K, i * K * N, i * M) for i in range(batch)])
+        c_stride = M * N + 2                         # 2 untouched elements after each batch
+        c_host = np.full((batch, c_stride), 9, dtype)
+        (ta, _, _), (tb, _, _), (tbias, _, _) = device(a, 1), device(b, pad), device(bias, 3)
+        tc, c_buf, c_flat = device(c_host, pad)
+
+        class Probe(CLKernel):
+            def launches(self, local):  # type: ignore[no-untyped-def]
+                return [self.gemm.launch(local)]
+
+        kernel = Probe(backend, None)
+        kernel.gemm = Gemm(kernel, M, N, K, offsets, c_stride, ("in", 0), ("in", 1), ("out", 0),
+                           ("in?", 2), half=half)
+        kernel.plan = kernel.launches(config)
+        kernel.run([ta, tb, tbias], [tc], None)
+        cl.enqueue_copy(ctx.queue, c_flat, c_buf)
+        got = c_flat[pad:].reshape(batch, c_stride)
+        for i in range(batch):
+            want = a[i % 2].astype(np.float64) @ b[i].astype(np.float64) + bias[i][:, None]
+            np.testing.assert_allclose(got[i, :M * N].reshape(M, N), want, rtol=2e-3 if half else 1e-5,
+                                       atol=(4e-3 if half else 1e-5) * np.sqrt(K),
+                                       err_msg=f"{config} M,N,K={M, N, K} batch {i}")
+            assert (got[i, M * N:] == 9).all(), f"{config}: wrote past C[{i}]"
+
+
 # -- Conv and pooling --------------------------------------------------------------------------
 
 CONVS = [

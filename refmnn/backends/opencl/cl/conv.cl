@@ -1,7 +1,7 @@
 /* 2-D convolution (cross-correlation) with groups, strides, dilations, pads and a fused bias.
  * X (N, C, H, W), weights (M, C/group, KH, KW), Y (N, M, OH, OW).
  * Schemes: conv_direct (one work-item per output, any geometry), conv_depthwise (group == C,
- * one input channel per output), im2col (+ the tiled GEMM of matmul.cl), Winograd F(2,3). */
+ * one input channel per output), im2col (+ the batched GEMM of matmul.cl), Winograd F(2,3). */
 
 __kernel void conv_direct(__global const store_t *x, int x_off, __global const store_t *w, int w_off,
                           __global const store_t *bias, int b_off, __global store_t *y, int y_off,

@@ -1,8 +1,25 @@
-/* Tiled GEMM with local memory, batched: for every batch b,
+/* Batched GEMM, two kernels with the same arguments: for every batch b,
  *     C[b] (M x N) = A[b] (M x K) @ B[b] (K x N)  (+ bias[m] per row when HAS_BIAS)
  * all row-major with leading dimensions K, N, N. A batch's A and B element offsets come from
  * the table `offsets` (3 ints per batch: A, B and bias offsets, so broadcast batch dims and
- * grouped convolutions cost nothing); C's batch stride is c_stride.
+ * grouped convolutions cost nothing); C's batch stride is c_stride. Any M, N, K >= 1.
+ *
+ * gemm      -- tiles through local memory (the GPU textbook kernel).
+ * gemm_reg  -- register blocking, no local memory (fast on CPU devices such as PoCL).
+ * The host tunes which one, and its block sizes, per shape and device (kernels/matmul.py).
+ *
+ * Why two? A GEMM does 2 M N K flops on M K + K N + M N numbers: every number is reused
+ * N, M or K times, and a fast kernel serves those reuses from the fastest memory it has.
+ * - On a GPU that is local memory: a work-group stages a TS x TS tile of A and of B once and
+ *   all its work-items read them TS times (`gemm`).
+ * - On a CPU the "work-items" of a work-group are iterations of a loop on one core, local
+ *   memory is ordinary cached memory and a barrier splits that loop in two. Staging copies
+ *   buy nothing; what matters is keeping a block of C in the vector registers so that each
+ *   number loaded from A or B (from L1/L2 cache) feeds several fused multiply-adds
+ *   (`gemm_reg`). */
+
+/* ---------------------------------------------------------------------------------------
+ * gemm: local-memory tiles.
  * A work-group of (TS, TS / WPT) work-items computes a TS x TS tile of C: each work-item
  * WPT outputs of one column, rows lid1, lid1 + TS/WPT, ... The K loop stages TS x TS tiles of
  * A and B through local memory; out-of-range elements load as zero (any M, N, K). */
@@ -50,6 +67,137 @@ __kernel void gemm(__global const store_t *A, int a_off, __global const store_t 
             v += LOAD(bias, bias_off + offsets[3 * b + 2] + m);
 #endif
             STORE(C, c_off + (long)b * c_stride + (long)m * N + n, v);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * gemm_reg: register blocking, A and B read straight from global memory.
+ *
+ * Compile-time block: VW (vector width: 4, 8 or 16 floats), NV (vectors per row), WM (rows).
+ * Work-item (x, y, b) owns the WM x WN block of C[b] (WN = NV * VW) at
+ *     rows    m0 = y * WM .. m0 + WM - 1
+ *     columns n0 = x * WN .. n0 + WN - 1
+ * and keeps it in WM * NV vector accumulators (registers). For each k it loads NV vectors
+ * of B's row k (contiguous) and WM scalars of A's column k, and does WM * NV vector
+ * multiply-adds:
+ *
+ *            B row k:   [ b0 .. b(VW-1) | ... ]        NV vectors
+ *     A[m0+0][k] * ---> acc[0][0]        acc[0][NV-1]
+ *     A[m0+1][k] * ---> acc[1][0]   ...
+ *        ...
+ *     A[m0+WM-1][k] *-> acc[WM-1][0]     acc[WM-1][NV-1]
+ *
+ * so each B number is used WM times and each A number WN times from a register. PoCL here
+ * (LLVM 14) compiles for AVX2: 16 registers of 8 floats. VW = 8, NV = 2, WM = 6 makes 12
+ * accumulators, 2 B vectors and 1 broadcast of A: 12 FMAs per 2 vector loads and 6 broadcasts
+ * (the classic 6 x 16 CPU micro-kernel). Neighbouring work-items along x share A's rows and
+ * along y B's columns, which stay in cache while a work-group runs (a CPU device runs one
+ * work-group on one core, work-item after work-item).
+ *
+ * Edges. Rows past M are clamped to row M - 1 (their loads are in range, their results are
+ * dropped), so the inner loop has no row tests. A block that sticks out past N (only the last
+ * block of a row) takes a second copy of the loop whose B loads fill a vector element by
+ * element, with zeros past N; full blocks never test columns.
+ * --------------------------------------------------------------------------------------- */
+#ifndef VW
+#define VW 8
+#endif
+#ifndef NV
+#define NV 1
+#endif
+#ifndef WM
+#define WM 4
+#endif
+#define WN (NV * VW)
+
+#define CAT_(a, b) a##b
+#define CAT(a, b) CAT_(a, b)
+typedef CAT(float, VW) floatv;          /* float4 / float8 / float16 */
+typedef union { floatv v; float s[VW]; } floatv_u;   /* a vector and its elements */
+
+/* Vector load of VW consecutive elements at p + i, any alignment. With float storage it is
+ * written element by element: PoCL (3.0 here) calls vloadn / min / fma out of line, while
+ * LLVM merges these consecutive loads into one unaligned vector load. */
+#ifdef HALF_STORAGE
+#define LOADV(p, i) CAT(vload_half, VW)(0, (p) + (i))
+#else
+#define LOAD4_(p, i) (float4)((p)[i], (p)[(i) + 1], (p)[(i) + 2], (p)[(i) + 3])
+#define LOAD8_(p, i) (float8)(LOAD4_(p, i), LOAD4_(p, (i) + 4))
+#define LOAD16_(p, i) (float16)(LOAD8_(p, i), LOAD8_(p, (i) + 8))
+#define LOADV(p, i) CAT(CAT(LOAD, VW), _)(p, i)
+#endif
+
+/* VW elements of B from column n on, zero past column N (the right edge of C). */
+inline floatv load_edge(__global const store_t *p, int n, int N) {
+    floatv_u t;
+#pragma unroll
+    for (int l = 0; l < VW; l++) t.s[l] = n + l < N ? LOAD(p, n + l) : 0.0f;
+    return t.v;
+}
+#define LOAD_FULL(p, n) LOADV(p, n)
+#define LOAD_EDGE(p, n) load_edge(p, n, N)
+
+/* The K loop: acc[i][j] += A[m0 + i][k] * B[k][n0 + j VW ..]; LOAD_B(row, column) loads a
+ * vector. The i and j loops have compile-time trip counts and are unrolled, so acc lives in
+ * registers; `a * b + c` is contracted to a fused multiply-add. */
+#define K_LOOP(LOAD_B)                                                         \
+    for (int k = 0; k < K; k++) {                                              \
+        floatv bv[NV];                                                         \
+        _Pragma("unroll")                                                      \
+        for (int j = 0; j < NV; j++) bv[j] = LOAD_B(bk, n0 + j * VW);          \
+        _Pragma("unroll")                                                      \
+        for (int i = 0; i < WM; i++) {                                         \
+            const float av = LOAD(arow[i], k);                                 \
+            _Pragma("unroll")                                                  \
+            for (int j = 0; j < NV; j++) acc[i][j] += av * bv[j];              \
+        }                                                                      \
+        bk += N;                                                               \
+    }
+
+__kernel void gemm_reg(__global const store_t *A, int a_off, __global const store_t *B, int b_off,
+                       __global store_t *C, int c_off, __global const store_t *bias, int bias_off,
+                       __global const int *offsets, int M, int N, int K, int c_stride) {
+    const int n0 = get_global_id(0) * WN, m0 = get_global_id(1) * WM, b = get_global_id(2);
+    if (n0 >= N || m0 >= M) return;    /* the launch is rounded up to whole work-groups */
+    __global const store_t *a = A + a_off + offsets[3 * b];
+    __global const store_t *bk = B + b_off + offsets[3 * b + 1];   /* row k of B */
+    __global const store_t *arow[WM];  /* the block's rows of A, clamped to M - 1 */
+#pragma unroll
+    for (int i = 0; i < WM; i++) arow[i] = a + (long)(m0 + i < M ? m0 + i : M - 1) * K;
+
+    floatv acc[WM][NV];
+#pragma unroll
+    for (int i = 0; i < WM; i++)
+#pragma unroll
+        for (int j = 0; j < NV; j++) acc[i][j] = (floatv)0.0f;
+
+    const bool full = n0 + WN <= N;
+    if (full) {
+        K_LOOP(LOAD_FULL)
+    } else {
+        K_LOOP(LOAD_EDGE)
+    }
+
+    __global store_t *c = C + c_off + (long)b * c_stride;
+#pragma unroll
+    for (int i = 0; i < WM; i++) {
+        const int m = m0 + i;
+        if (m >= M) break;
+#ifdef HAS_BIAS
+        const float bias_m = LOAD(bias, bias_off + offsets[3 * b + 2] + m);
+#else
+        const float bias_m = 0.0f;
+#endif
+#pragma unroll
+        for (int j = 0; j < NV; j++) {
+            floatv_u t;
+            t.v = acc[i][j] + bias_m;
+            const long at = (long)m * N + n0 + j * VW;
+            const int valid = full ? VW : N - n0 - j * VW;    /* columns left in this vector */
+#pragma unroll
+            for (int l = 0; l < VW; l++)
+                if (l < valid) STORE(c, at + l, t.s[l]);
         }
     }
 }

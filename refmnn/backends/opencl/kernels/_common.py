@@ -52,6 +52,9 @@ class Context:
         self.builds = 0
         self.dummy = cl.Buffer(self.cl, cl.mem_flags.READ_WRITE, size=64)
         self.device_key = f"{platform.name.strip()}|{device.name.strip()}"
+        # A CPU device (PoCL) runs a work-group as a loop on one core: kernels that pick a
+        # scheme by device kind (the GEMM: registers on CPUs, local-memory tiles on GPUs) ask this.
+        self.is_cpu = bool(device.type & cl.device_type.CPU)
 
     def program(self, family: str, defines: dict[str, Any]) -> Any:
         """The built program of ``cl/<family>.cl`` with ``-D`` defines (cached)."""

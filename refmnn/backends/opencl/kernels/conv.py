@@ -7,9 +7,9 @@ Schemes (the planner takes the applicable one of lowest cost; flops = 2 N M OH O
 * ``depthwise`` -- group == C (M a multiple of C): one work-item per output, KH x KW taps of one
   channel. Cost: 0.5 flops.
 * ``gemm_1x1`` -- 1x1, stride 1, no pads, group 1: Y[n] = W (M x C) @ X[n] (C x HW) + bias,
-  the tiled GEMM straight on the input. Cost: 0.35 flops.
+  the batched GEMM straight on the input. Cost: 0.35 flops.
 * ``im2col_gemm`` -- any geometry: ``im2col`` unfolds every (image, group) into a WORKSPACE
-  matrix (C/g KH KW x OH OW), then one batched tiled GEMM with the weights (bias fused).
+  matrix (C/g KH KW x OH OW), then one batched GEMM with the weights (bias fused).
   Cost: 0.45 flops + 4 x workspace elements.
 * ``winograd_f23`` -- 3x3, stride 1, dilation 1, group 1: F(2x2, 3x3) -- weights transformed
   on the device every run (U = G g G^T, 16 x M x C in the workspace: refmnn's NodeSpec carries
@@ -28,7 +28,7 @@ import numpy as np
 from refmnn.backends.base import KernelDef, NodeSpec, Scheme
 from refmnn.backends.opencl.kernels._common import FLOATS, CLKernel, Launch, storage_defines
 from refmnn.backends.opencl.kernels.elementwise import CANDIDATES_1D
-from refmnn.backends.opencl.kernels.matmul import TILES, Gemm
+from refmnn.backends.opencl.kernels.matmul import Gemm, candidates
 from refmnn.ops import _window as win
 
 
@@ -84,12 +84,13 @@ class ConvDepthwise(ConvDirect):
 
 
 class GemmConv(CLKernel):
-    """Shared by gemm_1x1, im2col_gemm and winograd_f23: the tuned parameter is the GEMM tile."""
+    """Shared by gemm_1x1, im2col_gemm and winograd_f23: the tuned parameter is the GEMM
+    configuration (kernel and block, :func:`matmul.candidates`)."""
 
     tunable = True
 
     def candidates(self) -> list[Any]:
-        return TILES
+        return candidates(self.ctx)
 
 
 class Conv1x1(GemmConv):
@@ -223,9 +224,9 @@ KERNELS = (
         Scheme("depthwise", lambda b, s: ConvDepthwise(b, s), applies=_depthwise_ok, cost=_cost(0.5),
                doc="group == C: KH x KW taps of one channel per output"),
         Scheme("gemm_1x1", lambda b, s: Conv1x1(b, s), applies=_is_1x1, cost=_cost(0.35),
-               doc="1x1 stride 1: tiled GEMM W @ X[n], bias fused"),
+               doc="1x1 stride 1: GEMM W @ X[n], bias fused"),
         Scheme("im2col_gemm", lambda b, s: ConvIm2col(b, s), applies=_im2col_ok,
-               cost=_cost(0.45, _im2col_traffic), doc="im2col into workspace + batched tiled GEMM"),
+               cost=_cost(0.45, _im2col_traffic), doc="im2col into workspace + batched GEMM"),
         Scheme("winograd_f23", lambda b, s: ConvWinograd(b, s), applies=_winograd_ok,
                cost=_cost(0.3, _wino_traffic), doc="F(2x2,3x3): transformed weights, 16 batched GEMMs"),
     ), since=1, dtypes=FLOATS),

@@ -1,12 +1,24 @@
-"""MatMul (``cl/matmul.cl``): a tiled GEMM with local memory, batched through an offset table.
+"""MatMul (``cl/matmul.cl``): a batched GEMM through an offset table, two kernels, tuned.
 
-Scheme ``tiled_gemm`` (every float MatMul, any ranks, numpy-style batch broadcasting, 1-D
-operands promoted as numpy does): ``C[b] = A[b] @ B[b]`` with one work-group per TS x TS tile of
-C, each work-item computing WPT rows of one column, K staged through local memory TS at a
-time. Every batch's A and B element offsets sit in a small STATIC int table built at prepare,
-so broadcast batch dimensions are free. The tile configuration (TS, WPT) is the tuned
-parameter (candidates (16, 4), (16, 2), (32, 4), (32, 8)); each is its own program (``-D``).
-Cost: 2 * M * N * K * batch. Conv's im2col and Winograd schemes reuse :class:`Gemm`.
+Scheme ``gemm`` (every float MatMul, any ranks, numpy-style batch broadcasting, 1-D
+operands promoted as numpy does): ``C[b] = A[b] @ B[b]``. Every batch's A and B element offsets
+sit in a small STATIC int table built at prepare, so broadcast batch dimensions are free. Conv's
+1x1, im2col and Winograd schemes reuse :class:`Gemm`. Cost: 2 * M * N * K * batch.
+
+The tuned parameter is a GEMM configuration, one of two kernels of ``cl/matmul.cl``:
+
+* ``("reg", VW, NV, WM, LX, LY)`` -- ``gemm_reg``: each work-item keeps a WM x (NV * VW) block
+  of C in registers (NV vectors of VW floats per row) and reads A and B straight from global
+  memory; work-groups of LX x LY work-items (x along N). The fast kernel on CPU devices (PoCL:
+  ~10x the tiled kernel), where local memory is plain cached memory and barriers split the
+  work-item loop.
+* ``("tiled", TS, WPT)`` -- ``gemm``: TS x TS tiles of C per work-group staged through local
+  memory, WPT rows per work-item; the textbook GPU kernel.
+
+Candidates depend on the device kind (``Context.is_cpu``): CPU devices try register blocks only
+(the tiled kernel never wins there and is slow to time), other devices try both kernels. Each
+configuration is its own program (``-D``); the untuned default is ``DEFAULT_CPU`` or
+``DEFAULT_GPU``.
 """
 
 from __future__ import annotations
@@ -18,8 +30,19 @@ import numpy as np
 from refmnn.backends.base import KernelDef, NodeSpec, Scheme
 from refmnn.backends.opencl.kernels._common import FLOATS, CLKernel, Launch, numel, storage_defines
 
-TILES = [(16, 4), (16, 2), (32, 4), (32, 8)]
-DEFAULT_TILE = (16, 4)
+# Register blocks (VW, NV, WM): with AVX2's 16 vector registers, 6 x 16 and 8 x 8 blocks (12 and
+# 8 accumulators) leave room for the B vectors and A's broadcast; 4 x 24 is wider along N.
+REG_BLOCKS = [(8, 2, 6), (8, 1, 8), (8, 3, 4)]
+REG_LOCALS = [(8, 2), (4, 4), (1, 16)]
+REG = [("reg", *blk, *loc) for blk in REG_BLOCKS for loc in REG_LOCALS]
+TILED = [("tiled", 16, 4), ("tiled", 16, 2), ("tiled", 32, 4), ("tiled", 32, 8)]
+DEFAULT_CPU = ("reg", 8, 2, 6, 8, 2)
+DEFAULT_GPU = ("tiled", 16, 4)
+
+
+def candidates(ctx: Any) -> list[tuple[Any, ...]]:
+    """The GEMM configurations the tuner times on this device."""
+    return list(REG) if ctx.is_cpu else TILED + [("reg", 4, 1, 8, 16, 4), ("reg", 4, 2, 4, 16, 4)]
 
 
 class Gemm:
@@ -32,19 +55,30 @@ class Gemm:
         self.table = kernel.static(np.asarray(offsets, dtype=np.int32).reshape(-1, 3))
         self.c_stride, self.slots, self.bias, self.half = c_stride, (a, b, c), bias, half
 
-    def launch(self, tile: tuple[int, int] | None) -> Launch:
-        ts, wpt = tile or DEFAULT_TILE
-        defines: dict[str, Any] = {"TS": ts, "WPT": wpt}
+    def launch(self, config: tuple[Any, ...] | None) -> Launch:
+        ctx = self.kernel.ctx
+        config = tuple(config) if config else (DEFAULT_CPU if ctx.is_cpu else DEFAULT_GPU)
+        defines: dict[str, Any] = {}
         if self.half:
             defines["HALF_STORAGE"] = ""
         if self.bias is not None:
             defines["HAS_BIAS"] = ""
-        knl = self.kernel.ctx.kernel("matmul", "gemm", **defines)
-        gsize = (-(-self.N // ts) * ts, -(-self.M // ts) * (ts // wpt), self.batch)
+        if config[0] == "tiled":
+            _, ts, wpt = config
+            knl = ctx.kernel("matmul", "gemm", TS=ts, WPT=wpt, **defines)
+            gsize = (-(-self.N // ts) * ts, -(-self.M // ts) * (ts // wpt), self.batch)
+            lsize: tuple[int, ...] = (ts, ts // wpt, 1)
+        elif config[0] == "reg":
+            _, vw, nv, wm, lx, ly = config
+            knl = ctx.kernel("matmul", "gemm_reg", VW=vw, NV=nv, WM=wm, **defines)
+            gsize = (-(-self.N // (vw * nv)), -(-self.M // wm), self.batch)   # rounded up to lsize
+            lsize = (lx, ly, 1)
+        else:
+            raise ValueError(f"opencl: unknown GEMM configuration {config}")
         if self.M == 0 or self.N == 0:
             gsize = (0, 0, 0)
         a, b, c = self.slots
-        return Launch(knl, gsize, (ts, ts // wpt, 1),
+        return Launch(knl, gsize, lsize,
                       [a, b, c, self.bias if self.bias is not None else ("in?", 99), ("buf", self.table),
                        self.M, self.N, self.K, self.c_stride])
 
@@ -74,7 +108,8 @@ class MatMul(CLKernel):
         self.fill = K == 0   # an empty sum: the output is zeros
 
     def candidates(self) -> list[Any]:
-        return TILES if self.gemm.M * self.gemm.N * self.gemm.K * self.gemm.batch >= 1 << 16 else [None]
+        g = self.gemm
+        return candidates(self.ctx) if g.M * g.N * g.K * g.batch >= 1 << 16 else [None]
 
     def launches(self, local: Any) -> list[Launch]:
         return [self.gemm.launch(local)]
@@ -101,7 +136,7 @@ def _flops(spec: NodeSpec) -> float:
 
 
 KERNELS = (
-    KernelDef("MatMul", (Scheme("tiled_gemm", lambda b, s: MatMul(b, s), applies=_matmul_ok, cost=_flops,
-                                doc="TSxTS tiles through local memory, WPT rows per work-item, batch offset table"),),
+    KernelDef("MatMul", (Scheme("gemm", lambda b, s: MatMul(b, s), applies=_matmul_ok, cost=_flops,
+                                doc="batched GEMM: register blocks (CPU) or local-memory tiles (GPU), tuned"),),
               since=1, dtypes=FLOATS),
 )
