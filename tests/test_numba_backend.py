@@ -14,6 +14,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import tracemalloc
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -172,7 +173,16 @@ CONV_CASES = [
      ("direct", "im2col_gemm", "depthwise", "depthwise_s1")),
     ((2, 3, 9, 12), (6, 1, 3, 2), {"group": 3, "dilations": [2, 3], "pads": [2, 0, 1, 3]},
      ("direct", "depthwise", "depthwise_s1")),
-    ((1, 4, 11, 11), (8, 1, 3, 3), {"group": 4, "strides": [2, 2], "pads": [1, 1, 1, 1]}, ("depthwise",)),
+    ((1, 4, 11, 11), (8, 1, 3, 3), {"group": 4, "strides": [2, 2], "pads": [1, 1, 1, 1]},
+     ("depthwise", "depthwise3x3")),
+    # depthwise3x3: N > 1, odd sizes, uneven / wide / no padding, stride 2, channel multiplier 2
+    ((2, 5, 9, 11), (5, 1, 3, 3), {"group": 5, "pads": [1, 1, 1, 1]}, ("depthwise_s1", "depthwise3x3")),
+    ((2, 4, 11, 10), (8, 1, 3, 3), {"group": 4, "strides": [2, 2], "pads": [0, 1, 2, 1]},
+     ("depthwise", "depthwise3x3")),
+    ((1, 3, 8, 7), (3, 1, 3, 3), {"group": 3, "strides": [2, 2]}, ("depthwise", "depthwise3x3")),
+    ((1, 3, 6, 5), (3, 1, 3, 3), {"group": 3, "pads": [2, 0, 3, 2]}, ("depthwise_s1", "depthwise3x3")),
+    ((3, 2, 3, 4), (2, 1, 3, 3), {"group": 2, "strides": [2, 2], "pads": [2, 2, 2, 2]},
+     ("depthwise", "depthwise3x3")),
     ((1, 3, 7, 8), (4, 3, 5, 5), {"auto_pad": "SAME_UPPER", "strides": [2, 2]}, ("direct", "im2col_gemm")),
     ((1, 3, 7, 8), (4, 3, 3, 3), {"auto_pad": "VALID"}, WINOGRAD),
     # Winograd edge tiles: output sizes not multiples of 4 (or 2), uneven and wide padding, N > 1
@@ -424,6 +434,31 @@ def test_threads_and_cache_dir_options(tmp_path):
     assert rel_l2(got, expected) <= 1e-5
 
 
+def test_cache_folder_is_keyed_by_every_kernel_source(tmp_path):
+    """Editing any source of the package (a helper another module inlines, say) changes the
+    cache folder, so Numba can never load machine code compiled from the old helper."""
+    import shutil
+
+    import numba
+
+    from refmnn.backends.numba import backend as numba_backend
+
+    package = Path(numba_backend.__file__).parent
+    copy = tmp_path / "numba_pkg"
+    shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    before = numba_backend.kernel_fingerprint(copy)
+    assert before == numba_backend.kernel_fingerprint(package)
+    helper_file = copy / "kernels" / "_common.py"
+    helper_file.write_text(helper_file.read_text() + "\n# edited\n")
+    assert numba_backend.kernel_fingerprint(copy) != before
+    previous = numba.core.config.CACHE_DIR
+    try:
+        numba_backend._configure_cache(str(tmp_path / "cache"))
+        assert numba.core.config.CACHE_DIR == str(tmp_path / "cache" / before)
+    finally:
+        numba.core.config.CACHE_DIR = previous
+
+
 FUSED_ACTS = [("none", {}), ("relu", {}), ("clip", {"activation_min": 0.0, "activation_max": 0.5}),
               ("leaky_relu", {"activation_alpha": 0.2}), ("sigmoid", {}), ("tanh", {}), ("gelu", {}),
               ("gelu_tanh", {})]
@@ -455,6 +490,55 @@ def test_fused_conv_1x1_and_depthwise(act, params):
         model = make_model([node], [("X", F, (2, 6, 7, 7))], [("Y", F, None)], initializers=[w, b],
                            extra_opsets=[("refmnn", 1)])
         check_node(model, {"X": rand(2, 6, 7, 7)}, must_run=schemes)
+
+
+@pytest.mark.parametrize(("act", "params"), FUSED_ACTS[:3] + FUSED_ACTS[4:5] + FUSED_ACTS[6:7])
+@pytest.mark.parametrize("residual", [False, True])
+@pytest.mark.parametrize("stride", [1, 2])
+def test_fused_depthwise3x3(act, params, residual, stride):
+    """depthwise3x3 applies bias and activation in its own pass (and leaves a residual, then the
+    activation too, to the epilogue): N = 2, odd sizes, uneven padding, stride 1 and 2."""
+    w = numpy_helper.from_array(rand(6, 1, 3, 3), "W")
+    b = numpy_helper.from_array(rand(6), "B")
+    x_shape = (2, 6, 9, 8)
+    oh, ow = (9 + 1 + 2 - 3) // stride + 1, (8 + 2 + 0 - 3) // stride + 1
+    inputs = ["X", "W", "B"] + (["Z"] if residual else [])
+    node = helper.make_node("FusedConv", inputs, ["Y"], name="n0", domain="refmnn", group=6,
+                            pads=[1, 2, 2, 0], strides=[stride, stride], activation=act, **params)
+    decl = [("X", F, x_shape)] + ([("Z", F, (2, 6, oh, ow))] if residual else [])
+    model = make_model([node], decl, [("Y", F, None)], initializers=[w, b], extra_opsets=[("refmnn", 1)])
+    feeds = {"X": rand(*x_shape), **({"Z": rand(2, 6, oh, ow)} if residual else {})}
+    check_node(model, feeds, must_run=("depthwise3x3",))
+
+
+def test_depthwise3x3_parallel_parts(monkeypatch):
+    """The parallel copy of the depthwise3x3 loops (several parts, each its own scratch)."""
+    from refmnn.backends.numba.kernels import conv
+
+    monkeypatch.setattr(conv, "DEPTHWISE_PARALLEL_MIN", 0)
+    check_node(conv_model((3, 5, 7, 9), (5, 1, 3, 3), group=5, pads=[1, 1, 1, 1], strides=[2, 2]),
+               {"X": rand(3, 5, 7, 9)}, must_run=("depthwise3x3",))
+
+
+@pytest.mark.parametrize("split", [False, True])
+@pytest.mark.parametrize("residual", [False, True])
+def test_fused_gemm_1x1_epilogue_per_panel(split, residual, monkeypatch):
+    """gemm_1x1 applies bias, residual and activation per sgemm panel (split over the GEMM pool's
+    threads or not), N = 2, odd sizes; a broadcast residual goes through the epilogue pass."""
+    from refmnn.backends.numba import _blas
+
+    monkeypatch.setattr(_blas, "SPLIT_MIN_FLOPS", 0 if split else 1e30)
+    w = numpy_helper.from_array(rand(7, 5, 1, 1), "W")
+    b = numpy_helper.from_array(rand(7), "B")
+    for z_shape in ((2, 7, 9, 11), (1, 7, 1, 11)) if residual else (None,):
+        inputs = ["X", "W", "B"] + (["Z"] if z_shape else [])
+        node = helper.make_node("FusedConv", inputs, ["Y"], name="n0", domain="refmnn",
+                                activation="clip", activation_min=-0.5, activation_max=1.0)
+        decl = [("X", F, (2, 5, 9, 11))] + ([("Z", F, z_shape)] if z_shape else [])
+        model = make_model([node], decl, [("Y", F, None)], initializers=[w, b],
+                           extra_opsets=[("refmnn", 1)])
+        feeds = {"X": rand(2, 5, 9, 11), **({"Z": rand(*z_shape)} if z_shape else {})}
+        check_node(model, feeds, must_run=("gemm_1x1",))
 
 
 def test_fused_conv_winograd_odd_sizes_residual_relu():

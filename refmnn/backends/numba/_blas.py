@@ -9,6 +9,8 @@ Threads: OpenBLAS's own worker threads spin after each call, and so do OpenMP's;
 thread (restored after the run) and :func:`gemm` splits a large product into ``threads``
 column or row panels computed by a small thread pool, one sgemm each. Without a recognised
 OpenBLAS (another BLAS vendor) the thread count is left alone and the split is skipped.
+A ``finish`` callback lets a caller apply its epilogue to each panel on the thread that has
+just computed it (``gemm_1x1``'s bias + residual + activation), with no second launch.
 """
 
 from __future__ import annotations
@@ -20,7 +22,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-SPLIT_MIN_FLOPS = 2e6  # below this a product runs as one call
+# Below this a product runs as one call. Handing a panel to the pool's thread and waiting for
+# it costs 20-50 us on the shared two-core VM (a futex wake-up), so a split pays only on products
+# of a few hundred microseconds: at 2 threads, one sgemm against two panels (median us, MobileNet
+# 1x1 layers with their epilogue, two measurements under different load):
+#   [96, 16] @ [16, 12544] (38.5 MFLOP) 825 split / 1225 one (quieter); 669 / 579 (loaded)
+#   [144, 24] @ [24, 3136] (21.7 MFLOP) 366 / 298;  [384, 64] @ [64, 196] (9.6 MFLOP) 148 / 116
+SPLIT_MIN_FLOPS = 3e7
 
 
 class _OpenBlas:
@@ -53,6 +61,12 @@ def openblas() -> _OpenBlas:
     return _OPENBLAS
 
 
+def _panel(a: np.ndarray, b: np.ndarray, out: np.ndarray, box, finish) -> None:  # type: ignore[no-untyped-def]
+    np.matmul(a, b, out=out)
+    if finish is not None:
+        finish(out, *box)
+
+
 class Gemm:
     """``out = a @ b`` for 2-D (or batched) float32 views on ``threads`` threads: split into
     panels over refmnn's pool with a one-thread BLAS (``split``), or left to the BLAS's pool."""
@@ -77,9 +91,15 @@ class Gemm:
             lib.set(self._saved)
             self._saved = None
 
-    def __call__(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    def __call__(self, a: np.ndarray, b: np.ndarray, out: np.ndarray, finish=None) -> None:
+        """``out = a @ b``; then ``finish(panel, i0, i1, j0, j1)`` on each panel
+        ``out[..., i0:i1, j0:j1]``, called by the thread that computed it, right after its
+        sgemm (a fused epilogue while the panel is in cache; one call on the whole output when
+        the product is not split)."""
         if out.ndim < 2 or a.ndim < 2 or b.ndim < 2 or out.size == 0:
             np.matmul(a, b, out=out)
+            if finish is not None and out.ndim >= 2:
+                finish(out, 0, out.shape[-2], 0, out.shape[-1])
             return
         m, n = out.shape[-2], out.shape[-1]
         k = a.shape[-1]
@@ -87,18 +107,20 @@ class Gemm:
         flops = 2.0 * m * n * k * (out.size // (m * n))
         if self.pool is None or self._saved is None or flops < SPLIT_MIN_FLOPS:
             np.matmul(a, b, out=out)
+            if finish is not None:
+                finish(out, 0, m, 0, n)
             return
         if n >= m:  # column panels: b[..., :, j0:j1] -> out[..., :, j0:j1]
             step = -(-n // parts)
             step = -(-step // 16) * 16
             cuts = [(j, min(n, j + step)) for j in range(0, n, step)]
-            jobs = [(a, b[..., :, j0:j1], out[..., :, j0:j1]) for j0, j1 in cuts]
+            jobs = [(a, b[..., :, j0:j1], out[..., :, j0:j1], (0, m, j0, j1)) for j0, j1 in cuts]
         else:  # row panels
             step = -(-m // parts)
             cuts = [(i, min(m, i + step)) for i in range(0, m, step)]
-            jobs = [(a[..., i0:i1, :], b, out[..., i0:i1, :]) for i0, i1 in cuts]
-        futures = [self.pool.submit(np.matmul, x, y, out=o) for x, y, o in jobs[1:]]
-        np.matmul(*jobs[0][:2], out=jobs[0][2])
+            jobs = [(a[..., i0:i1, :], b, out[..., i0:i1, :], (i0, i1, 0, n)) for i0, i1 in cuts]
+        futures = [self.pool.submit(_panel, *job, finish) for job in jobs[1:]]
+        _panel(*jobs[0], finish)
         for f in futures:
             f.result()
 

@@ -19,16 +19,16 @@ Configuration (:class:`refmnn.backends.BackendConfig`):
 * ``options["gemm"]``: ``"split"`` (default, as above) or ``"blas"``: leave threading to the BLAS
   library (OpenBLAS's own pool, ``OPENBLAS_NUM_THREADS``). On a quiet machine the two are close;
   under load ``"blas"`` was up to 10x slower (its workers spin against Numba's).
-* ``options["cache_dir"]``: where compiled kernels are cached on disk. Every kernel is
-  ``@njit(cache=True)``: it compiles once per argument signature (a few seconds in all for a
-  model, the first time) and later processes load the machine code from the cache. Without the
-  option Numba's own rule applies: ``NUMBA_CACHE_DIR`` if set, else ``__pycache__`` beside the
-  kernel sources (or a user-wide cache when that is not writable). The option takes effect only
-  if it is given before the kernel modules are first imported in the process (the first
-  ``kernels()`` call of any NumbaBackend), since Numba picks the cache location when a function
-  is decorated. Caveat for kernel authors: Numba invalidates a cached function only when *its
-  own* source file changes; after editing a helper another module inlines (``_common.erf32``,
-  ``fused.activate``, the JIT options), delete the ``*.nbi``/``*.nbc`` files of the cache.
+* ``options["cache_dir"]``: where compiled kernels are cached on disk (default
+  ``NUMBA_CACHE_DIR`` if set, else ``~/.cache/refmnn/numba``), in a sub-folder named by
+  :func:`kernel_fingerprint`, a hash of this package's sources: Numba itself invalidates a
+  cached function only when its own file changes, not when a helper it inlines from another
+  module does, so every edit starts a fresh cache instead of risking stale machine code. Every
+  kernel is ``@njit(cache=True)``: it compiles once per argument signature (a few seconds in
+  all for a model, the first time) and later processes load the machine code from the cache.
+  The option takes effect only if it is given before the kernel modules are first imported in
+  the process (the first ``kernels()`` call of any NumbaBackend), since Numba picks the cache
+  location when a function is decorated.
 
 * ``options["threading_layer"]`` (default ``"workqueue"``): Numba's threading layer for the
   ``prange`` loops, unless ``NUMBA_THREADING_LAYER`` is set. Measured on a loaded two-core
@@ -44,18 +44,38 @@ Configuration (:class:`refmnn.backends.BackendConfig`):
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Sequence
+from pathlib import Path
 
 from refmnn.backends.base import Backend, BackendConfig, KernelDef, Probe
 from refmnn.backends.host import HostMemory
 
 
+def kernel_fingerprint(root: Path | None = None) -> str:
+    """A hash of every source file of this package and of Numba's version.
+
+    Numba invalidates a cached function only when *its own* source file changes, not when a
+    helper it inlines from another module does (``_common.row_sum``, ``fused.activate``...), so
+    a stale machine-code cache could silently run an old helper. Keying the cache folder by this
+    fingerprint makes any edit start a fresh cache."""
+    import numba
+
+    root = root or Path(__file__).resolve().parent
+    digest = hashlib.sha256(numba.__version__.encode())
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def _configure_cache(cache_dir: str | None) -> None:
-    """Point Numba's on-disk cache at ``cache_dir`` (before the kernel modules are imported)."""
-    if not cache_dir:
-        return
-    path = os.path.abspath(os.path.expanduser(cache_dir))
+    """Point Numba's on-disk cache at ``<cache_dir>/<kernel_fingerprint()>`` (before the kernel
+    modules are imported); ``cache_dir`` defaults to ``NUMBA_CACHE_DIR`` or
+    ``~/.cache/refmnn/numba``."""
+    base = cache_dir or os.environ.get("NUMBA_CACHE_DIR") or "~/.cache/refmnn/numba"
+    path = os.path.join(os.path.abspath(os.path.expanduser(base)), kernel_fingerprint())
     os.makedirs(path, exist_ok=True)
     import numba.core.config as numba_config
 

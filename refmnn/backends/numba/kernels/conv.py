@@ -1,11 +1,20 @@
-"""2-D convolution (Conv-1/11, NCHW, float32), seven schemes chosen by cost.
+"""2-D convolution (Conv-1/11, NCHW, float32), eight schemes chosen by cost.
 
 Notation: input ``[N, C, H, W]``, weights ``[OC, C/g, KH, KW]``, output ``[N, OC, OH, OW]``,
 ``g`` groups, ``K = (C/g) * KH * KW`` the reduction length, ``MACS = N * OC * OH * OW * K``.
 The bias is added inside the loops (direct, depthwise, Winograd) or, for the sgemm schemes, in
 one epilogue pass right after the sgemm -- the same pass that adds FusedConv's residual and
 applies its activation (:mod:`.fused`), so ``Conv -> Add -> Relu`` reads and writes the output
-once more, not three times. FusedConv has the same schemes as Conv.
+once more, not three times. ``gemm_1x1`` runs that pass per sgemm panel, on the thread that
+computed the panel, and ``depthwise3x3`` applies bias and activation in its own loops, so
+neither pays a second parallel launch. FusedConv has the same schemes as Conv.
+
+What a launch costs decides much here: on the shared two-core VM these kernels were tuned on,
+entering an empty ``prange`` loop took 50-100 us on the workqueue layer (waking a sleeping
+worker; 1-2 us on OpenMP, whose workers spin), and handing a panel to the GEMM pool 20-50 us,
+while many MobileNet layers compute in 50-200 us. So small kernels run serial copies of their
+loops (``depthwise3x3`` below 2^18 outputs, the epilogue below 2^21 elements) and small products
+are not split (:mod:`refmnn.backends.numba._blas`).
 
 ``direct`` -- any group, stride, dilation and padding.
     ``prange`` over (n, oc); for each input channel and kernel tap, a scalar weight times a row
@@ -19,8 +28,13 @@ once more, not three times. FusedConv has the same schemes as Conv.
     (packing traffic) ``+ 2e6 * N * g`` (per-group launch and sgemm overhead, ~40 us: it rules
     the scheme out for depthwise layers, where 960 groups took 60 ms against 0.6 ms).
 ``gemm_1x1`` -- 1x1 kernel, stride 1, no padding, one group: the input plane already *is* the
-    im2col matrix ``[C, H*W]``, so the conv is one sgemm per image with no packing.
-    Cost: ``2 * MACS + 2e5 * N``.
+    im2col matrix ``[C, H*W]``, so the conv is one sgemm per image with no packing; bias,
+    residual and activation are applied to each sgemm panel by the thread that wrote it, while
+    the panel is in cache (:func:`.fused.epilogue_rows`). Cost: ``2 * MACS + 2e5 * N``.
+    MobileNet-v2's 1x1 layers, 2 threads, same conditions as the table below (us, before: a
+    split sgemm, then a parallel epilogue pass): [96,16]@[16,12544] 1618 -> 897,
+    [144,24]@[24,3136] 718 -> 413, [192,32]@[32,784] 437 -> 158, [384,64]@[64,196] 360 -> 145,
+    [1280,320]@[320,49] 654 -> 443.
 ``depthwise`` -- one input channel per group (``C/g == 1``, e.g. MobileNet's 3x3 layers).
     ``prange`` over channels; for each output row and each tap, a contiguous run of outputs is
     updated with the interior computed without bounds tests. Cost: ``10 * 2 * MACS`` (scalar-ish
@@ -29,6 +43,33 @@ once more, not three times. FusedConv has the same schemes as Conv.
     plane in WORKSPACE and computes the output with the padded row pitch, so that every tap is
     one flat, vectorised loop over the whole plane (instead of one short loop per output row).
     Cost: ``3 * 2 * MACS + 4 * N * OC * (H+2) * (W+2)`` (the padded copy).
+``depthwise3x3`` -- depthwise, 3x3, dilation 1, stride 1 or 2 on both axes (MobileNet's layers).
+    Each worker copies a plane into a zero-padded plane in WORKSPACE (stride 2: split into four
+    row/column parity planes, so every tap is a unit-stride load), computes the whole output
+    plane as one flat loop with the nine taps unrolled and no bounds tests (a few junk columns
+    per row, the padded pitch), activates it in L1 and copies its rows out: the input is read
+    and the output written once. Cost: ``2 * MACS + 4 * N * C * H * W`` (the padded copy).
+    FusedConv, 2 threads, loaded shared VM, one-node sessions, median us of 3 x 60 interleaved
+    runs against the previous schemes (depthwise_s1 / depthwise + a parallel epilogue pass):
+
+    =============  ============  ============  ===========
+    layer          before        depthwise3x3  speed-up
+    =============  ============  ============  ===========
+    32 @ 112, s1   999 (s1)      450           2.2x
+    144 @ 56, s1   1046 (s1)     451           2.3x
+    384 @ 14, s1   482 (s1)      225           2.1x
+    960 @ 7, s1    455 (s1)      227           2.0x
+    96 @ 112, s2   2291          1096          2.1x
+    144 @ 56, s2   1323          483           2.7x
+    576 @ 14, s2   884           279           3.2x
+    =============  ============  ============  ===========
+
+    Tried and dropped: one loop per output row (short rows ran in LLVM's scalar remainder: 2x
+    slower), border outputs with tested taps instead of the padded copy (~25 cycles each against
+    ~0.5 for an interior output), indexing the plane with a runtime ``ih - pt`` (Numba's
+    negative-index fixup stopped vectorisation: 10x slower), FMA contraction (no gain, the loop
+    is load-bound). An NC4HW4 packed layout was not tried: the flat loop is already 16 lanes wide
+    along W, and packing would add a layout conversion around every depthwise layer.
 ``winograd_f23`` -- 3x3, stride 1, dilation 1, one group: Winograd F(2x2, 3x3). The weights are
     transformed once in ``prepare`` into a STATIC buffer ``U [16, OC, C]`` (``G g G^T``); ``run``
     transforms 4x4 input tiles (``B^T d B``) into a WORKSPACE ``V [16, C, tiles]``, does 16 sgemms
@@ -83,13 +124,15 @@ import numpy as np
 from numba import njit, prange
 
 from refmnn.backends.base import Kernel, KernelDef, NodeSpec, Scheme, Storage
-from refmnn.backends.numba.kernels._common import F32, PARALLEL_LOCK, PJIT, window_params
-from refmnn.backends.numba.kernels.fused import Epilogue, epilogue_ok
+from refmnn.backends.numba.kernels._common import F32, JIT, PARALLEL_LOCK, PJIT, window_params
+from refmnn.backends.numba.kernels.fused import (NONE, Epilogue, activate_row, epilogue_ok,
+                                                 epilogue_rows)
 from refmnn.ops.fused import DOMAIN as FUSED_DOMAIN
 
 GEMM_CALL = 2e5  # per sgemm call (and its packing launch), in flop units (~4 us at 50 GFLOP/s)
 WINOGRAD_TRANSFORM = 84.0  # per element of V or M written / read by the tile transforms
 WINOGRAD_U_READ = 20.0  # per element of U streamed by the sgemms (once per image)
+DEPTHWISE_PARALLEL_MIN = 1 << 18  # outputs from which depthwise3x3 runs its parallel loops
 
 
 # ---------------------------------------------------------------------------------------------
@@ -127,6 +170,14 @@ def is_depthwise(spec: NodeSpec) -> bool:
 
 def is_depthwise_s1(spec: NodeSpec) -> bool:
     return is_depthwise(spec) and conv_params(spec)[2:4] == (1, 1)
+
+
+def is_depthwise_3x3(spec: NodeSpec) -> bool:
+    """Depthwise 3x3, dilation 1, stride 1 or 2 on both axes."""
+    if not is_depthwise(spec):
+        return False
+    kh, kw, sh, sw, dh, dw, *_ = conv_params(spec)
+    return (kh, kw, dh, dw) == (3, 3, 1, 1) and sh == sw and sh in (1, 2)
 
 
 def is_3x3_s1(spec: NodeSpec) -> bool:
@@ -255,6 +306,109 @@ def conv_depthwise_s1(x, w, bias, out, dh, dw, pt, pl, mult, scratch, parts):
                 line = acc[oh * wp:oh * wp + ow_n]
                 for k in range(ow_n):
                     dst[k] = line[k]
+
+
+@njit(inline="always", **JIT)
+def _taps3x3(acc, p0, p1, p2, s, b, k):
+    """``acc[q] = b + the nine taps`` at flat position ``s * q`` of the padded rows p0, p1, p2
+    (the padded plane from row 0, 1, 2 on). Slices from 0 keep every index provably >= 0, so
+    Numba emits no negative-index fixup and the loop vectorises."""
+    w00, w01, w02 = k[0, 0], k[0, 1], k[0, 2]
+    w10, w11, w12 = k[1, 0], k[1, 1], k[1, 2]
+    w20, w21, w22 = k[2, 0], k[2, 1], k[2, 2]
+    for q in range(acc.shape[0]):
+        i = q * s
+        acc[q] = (b + (w00 * p0[i] + w01 * p0[i + 1] + w02 * p0[i + 2])
+                  + (w10 * p1[i] + w11 * p1[i + 1] + w12 * p1[i + 2])
+                  + (w20 * p2[i] + w21 * p2[i + 1] + w22 * p2[i + 2]))
+
+
+@njit(inline="always", **JIT)
+def _taps3x3_s2(acc, ee, eo, oe, oo, pitch, b, k):
+    """Stride 2 on the four parity planes of the padded input (even/odd row, even/odd column,
+    each with row pitch ``pitch``): tap (kh, kw) of output ``q = oh*pitch + ow`` is element
+    ``q``, ``q + 1`` or ``q + pitch`` (+1) of one plane, so every load is unit-stride."""
+    e2, o2 = ee[pitch:], eo[pitch:]
+    for q in range(acc.shape[0]):
+        acc[q] = (b + (k[0, 0] * ee[q] + k[0, 1] * eo[q] + k[0, 2] * ee[q + 1])
+                  + (k[1, 0] * oe[q] + k[1, 1] * oo[q] + k[1, 2] * oe[q + 1])
+                  + (k[2, 0] * e2[q] + k[2, 1] * o2[q] + k[2, 2] * e2[q + 1]))
+
+
+def _depthwise3x3(x, w, bias, out, s, pt, pl, mult, act, alpha, lo, hi, scratch, parts):
+    """3x3 depthwise conv, stride ``s`` (1 or 2) on both axes, any padding, bias and activation
+    fused; the input is read once and the output written once.
+
+    ``parts`` workers (``prange``), each over a contiguous run of the (n, oc) planes. A worker
+    copies its plane, zero-padded, into its scratch (the padding is zeroed once per call: every
+    plane overwrites only the interior) such that the whole output plane is *one* flat loop
+    ``acc[q], q = oh*P + ow`` (row pitch ``P``, a few junk columns per row) with the nine taps
+    unrolled and no bounds tests, which LLVM vectorises:
+
+    * stride 1: the padded plane ``[Hp, Wp]``, ``P = Wp``; tap (kh, kw) is ``pad[q + kh*P + kw]``.
+    * stride 2: the padded plane split by row and column parity into four planes of pitch
+      ``P = OW + 1`` ("space to depth"); each tap is ``plane[q (+1) (+P)]`` of one of them.
+
+    One loop per output row instead ran mostly in LLVM's scalar remainder (rows of 7..56
+    outputs against a 16-lane vector loop unrolled 4x), and a flat stride-2 loop over the plain
+    padded plane (loads ``pad[2q + ...]``) was 2x slower than the parity planes. ``acc`` is
+    activated in place (:func:`.fused.activate_row`) and its rows copied to the output.
+    """
+    n_img, c_in, h, wd = x.shape
+    oc_n = w.shape[0]
+    oh_n, ow_n = out.shape[2], out.shape[3]
+    hp = (oh_n - 1) * s + 3  # the padded plane that the taps read
+    wp = (ow_n - 1) * s + 3
+    pitch = wp if s == 1 else ow_n + 1
+    rows = hp if s == 1 else oh_n + 1
+    size = rows * pitch  # one plane (s == 1) or each of the four parity planes (s == 2)
+    planes = 1 if s == 1 else 4
+    length = (oh_n - 1) * pitch + ow_n
+    jobs = n_img * oc_n
+    for part in prange(parts):
+        buf = scratch[part, :planes * size]
+        acc = scratch[part, planes * size:planes * size + length]
+        buf[:] = 0
+        for t in range(part * jobs // parts, (part + 1) * jobs // parts):
+            n = t // oc_n
+            oc = t % oc_n
+            src = x[n, oc // mult]
+            # copy the input rows and columns that fall inside the padded plane
+            for ih in range(max(0, -pt), min(h, hp - pt)):
+                r = ih + pt
+                line = src[ih]
+                if s == 1:
+                    row = buf[r * pitch + pl:r * pitch + pl + wd]
+                    for k in range(min(wd, wp - pl)):
+                        row[k] = line[k]
+                else:  # column c = iw + pl goes to parity plane (r % 2, c % 2), column c // 2
+                    first, end = max(0, -pl), min(wd, wp - pl)
+                    for parity in range(2):
+                        i0 = first + (first + pl + parity) % 2  # first iw of this parity
+                        if i0 >= end:
+                            continue
+                        d0 = ((r % 2) * 2 + parity) * size + (r // 2) * pitch + (i0 + pl) // 2
+                        dst = buf[d0:]
+                        seg = line[i0:]
+                        for m in range((end - i0 + 1) // 2):
+                            dst[m] = seg[2 * m]
+            b = bias[oc]
+            k3 = w[oc, 0]
+            if s == 1:
+                _taps3x3(acc, buf[0:], buf[pitch:], buf[2 * pitch:], 1, b, k3)
+            else:
+                _taps3x3_s2(acc, buf[0:], buf[size:], buf[2 * size:], buf[3 * size:], pitch, b, k3)
+            activate_row(acc, act, alpha, lo, hi)
+            plane = out[n, oc]
+            for oh in range(oh_n):
+                dst = plane[oh]
+                line = acc[oh * pitch:oh * pitch + ow_n]
+                for k in range(ow_n):
+                    dst[k] = line[k]
+
+
+conv_depthwise3x3 = njit(**PJIT)(_depthwise3x3)
+conv_depthwise3x3_serial = njit(**JIT)(_depthwise3x3)  # the same loops, one thread, no launch
 
 
 @njit(**PJIT)
@@ -544,6 +698,46 @@ class DepthwiseS1Conv(ConvBase):
         self.epilogue(inputs, outputs[0])
 
 
+class Depthwise3x3Conv(ConvBase):
+    """3x3 depthwise with the bias and the activation applied in the same pass (the residual,
+    when FusedConv has one, still goes through the epilogue pass, which then also activates).
+    Small layers run the serial copy of the loops (one part): a parallel launch costs more than
+    they do."""
+
+    def prepare(self, spec: NodeSpec) -> None:
+        import numba
+
+        super().prepare(spec)
+        ep = self.epilogue
+        self.act = ep.act if ep.z_input is None else NONE
+        ep.active = ep.z_input is not None
+        kh, kw, sh, sw, *_ = self.params
+        n, oc, oh, ow = (int(d) for d in spec.outputs[0].shape)
+        self.parallel = n * oc * oh * ow >= DEPTHWISE_PARALLEL_MIN
+        self.parts = numba.config.NUMBA_NUM_THREADS if self.parallel else 1
+        if sh == 1:  # the padded plane and acc (see _depthwise3x3)
+            pitch, planes = (ow - 1) + 3, ((oh - 1) + 3) * ((ow - 1) + 3)
+        else:
+            pitch, planes = ow + 1, 4 * (oh + 1) * (ow + 1)
+        self.per = planes + (oh - 1) * pitch + ow
+        self.workspace_bytes = self.parts * self.per * 4
+
+    def run(self, inputs, outputs, workspace):
+        kh, kw, sh, sw, dh, dw, pt, pl, _, _, g = self.params
+        mult = inputs[1].shape[0] // g
+        ep = self.epilogue
+        scratch = workspace.handle[:self.workspace_bytes].view(np.float32).reshape(
+            self.parts, self.per)
+        args = (inputs[0], inputs[1], self.bias(inputs), outputs[0], sh, pt, pl, mult,
+                self.act, ep.alpha, ep.lo, ep.hi, scratch, self.parts)
+        if self.parallel:
+            with PARALLEL_LOCK:
+                conv_depthwise3x3(*args)
+        else:
+            conv_depthwise3x3_serial(*args)
+        self.epilogue(inputs, outputs[0])
+
+
 class Im2colConv(ConvBase):
     bias_in_epilogue = True
 
@@ -572,7 +766,19 @@ class Im2colConv(ConvBase):
 
 
 class Gemm1x1Conv(ConvBase):
+    """One sgemm per image; bias, residual and activation applied per panel by the thread that
+    computed it (:func:`.fused.epilogue_rows`), unless the residual broadcasts (then one
+    epilogue pass after the sgemms)."""
+
     bias_in_epilogue = True
+
+    def prepare(self, spec: NodeSpec) -> None:
+        super().prepare(spec)
+        z = spec.inputs[3] if len(spec.inputs) > 3 else None
+        self.in_panel = self.epilogue.active and (
+            z is None or tuple(int(d) for d in z.shape) == tuple(int(d) for d in spec.outputs[0].shape))
+        self._none1 = np.zeros(1, np.float32)
+        self._none2 = np.zeros((1, 1), np.float32)
 
     def run(self, inputs, outputs, workspace):
         x, w, out = inputs[0], inputs[1], outputs[0]
@@ -580,10 +786,23 @@ class Gemm1x1Conv(ConvBase):
         oc = w.shape[0]
         p = x.shape[2] * x.shape[3]
         wm = w.reshape(oc, c)
+        ep = self.epilogue
+        if not self.in_panel:
+            for n in range(n_img):
+                self.backend.gemm(wm, x[n].reshape(c, p), out[n].reshape(oc, p))
+            ep(inputs, out)
+            return
+        has_b, has_z = ep.bias_input is not None, ep.z_input is not None
+        b = inputs[2] if has_b else self._none1
         for n in range(n_img):
             o = out[n].reshape(oc, p)
-            self.backend.gemm(wm, x[n].reshape(c, p), o)
-        self.epilogue(inputs, out)
+            z = inputs[3][n].reshape(oc, p) if has_z else self._none2
+
+            def finish(panel, i0, i1, j0, j1, o=o, z=z):  # type: ignore[no-untyped-def]
+                epilogue_rows(o, b, z, has_b, has_z, ep.act, ep.alpha, ep.lo, ep.hi,
+                              i0, i1, j0, j1)
+
+            self.backend.gemm(wm, x[n].reshape(c, p), o, finish)
 
 
 class WinogradConv(ConvBase):
@@ -666,6 +885,11 @@ def _depthwise_s1_cost(spec: NodeSpec) -> float:
     return 3 * 2 * macs(spec) + 4.0 * n * oc * (h + 2) * (w + 2) + 2000.0
 
 
+def _depthwise3x3_cost(spec: NodeSpec) -> float:
+    n, c, h, w = (int(d) for d in spec.inputs[0].shape)
+    return 2 * macs(spec) + 4.0 * n * c * h * w + 2000.0
+
+
 def _im2col_cost(spec: NodeSpec) -> float:
     n, c, _, _ = (int(d) for d in spec.inputs[0].shape)
     kh, kw, *_, g = conv_params(spec)
@@ -715,6 +939,9 @@ def _schemes(fused: bool) -> tuple[Scheme, ...]:
         Scheme("depthwise_s1", lambda b, s: DepthwiseS1Conv(b), applies=when(is_depthwise_s1),
                cost=_depthwise_s1_cost,
                doc="stride-1 depthwise on a padded plane, one flat loop per tap"),
+        Scheme("depthwise3x3", lambda b, s: Depthwise3x3Conv(b), applies=when(is_depthwise_3x3),
+               cost=_depthwise3x3_cost,
+               doc="3x3 depthwise, nine taps unrolled per row, bias and activation in the pass"),
         Scheme("winograd_f23", lambda b, s: Winograd23Conv(b), applies=when(is_3x3_s1),
                cost=_winograd23_cost,
                doc="F(2x2,3x3): weights transformed in prepare, 16 sgemms"),

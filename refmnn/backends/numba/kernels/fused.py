@@ -12,6 +12,12 @@ Gelu's erf is the reference's branch-free float32 rational fit (``_common.erf32`
 For the GEMM schemes the convolution's own bias joins the epilogue (so the output is read and
 written once after the sgemm); the direct, depthwise and Winograd kernels add it inside their
 loops and the epilogue pass runs only when there is a residual or an activation.
+
+Two cheaper forms, because a parallel launch costs 50-100 us on the shared two-core VM (see
+:mod:`.conv`): :func:`epilogue_rows`, which ``gemm_1x1`` calls on each sgemm panel from the
+thread that computed it, and :func:`activate_row`, which ``depthwise3x3`` calls on each plane
+in L1; and outputs below ``EPILOGUE_PARALLEL_MIN`` elements take the serial copy of
+:func:`epilogue_kernel` (a 200k-element pass costs ~15 us).
 """
 
 from __future__ import annotations
@@ -119,6 +125,61 @@ def epilogue_kernel(y, b, z, has_b, has_z, sizes, sb, sz, act, alpha, lo, hi):
                 yv[i] = activate(act, yv[i], alpha, lo, hi)
 
 
+epilogue_serial = njit(**JIT)(epilogue_kernel.py_func)  # the same loops on the calling thread
+
+# Outputs below this many elements get the serial epilogue: a pass over them costs ~0.07 ns per
+# element in L2 (200k elements: ~15 us), a parallel launch on the workqueue layer 50-100 us on
+# the shared two-core VM (measured with an empty prange loop).
+EPILOGUE_PARALLEL_MIN = 1 << 21
+
+
+@njit(inline="always", **JIT)
+def activate_row(row, act, alpha, lo, hi):
+    """``row[:] = act(row)`` in place, one loop per activation so that the common ones (relu,
+    clip, gelu) vectorise; used by the kernels that apply their epilogue row by row in L1."""
+    n = row.shape[0]
+    if act == RELU:
+        for i in range(n):
+            v = row[i]
+            row[i] = v if (v > 0 or v != v) else 0
+    elif act == CLIP:
+        for i in range(n):
+            v = row[i]
+            if v < lo:
+                v = lo
+            if v > hi:
+                v = hi
+            row[i] = v
+    elif act == GELU:
+        for i in range(n):
+            v = np.float64(row[i])
+            row[i] = 0.5 * v * (1.0 + erf32(v * SQRT1_2))
+    elif act != NONE:
+        for i in range(n):
+            row[i] = activate(act, row[i], alpha, lo, hi)
+
+
+@njit(**JIT)
+def epilogue_rows(y, b, z, has_b, has_z, act, alpha, lo, hi, i0, i1, j0, j1):
+    """``y[i, j0:j1] = act((y[i, j0:j1] + b[i]) + z[i, j0:j1])`` for ``i0 <= i < i1``, in place,
+    serial: the GEMM schemes call it on each panel from the thread that has just written the
+    panel with its sgemm, while it is still in cache (no second parallel launch). ``y`` and
+    ``z`` are whole C-contiguous matrices (a row slice of one is contiguous to Numba, so the
+    loops vectorise; a 2-D panel view would be typed strided)."""
+    for i in range(i0, i1):
+        row = y[i, j0:j1]
+        n = row.shape[0]
+        if has_b:
+            bb = b[i]
+            for j in range(n):
+                row[j] = row[j] + bb
+        if has_z:
+            zr = z[i, j0:j1]
+            for j in range(n):
+                row[j] = row[j] + zr[j]
+        activate_row(row, act, alpha, lo, hi)
+
+
 class Epilogue:
     """The epilogue of one node: which operands (by input index) and which activation.
 
@@ -166,10 +227,13 @@ class Epilogue:
         else:
             b = inputs[self.bias_input].reshape(-1) if self.bias_input is not None else self._dummy
         z = inputs[self.z_input].reshape(-1) if self.z_input is not None else self._dummy
+        args = (out.reshape(-1), b, z, self.bias_input is not None, self.z_input is not None,
+                self.sizes, self.sb, self.sz, self.act, self.alpha, self.lo, self.hi)
+        if out.size < EPILOGUE_PARALLEL_MIN:
+            epilogue_serial(*args)
+            return
         with PARALLEL_LOCK:
-            epilogue_kernel(out.reshape(-1), b, z, self.bias_input is not None,
-                            self.z_input is not None, self.sizes, self.sb, self.sz, self.act,
-                            self.alpha, self.lo, self.hi)
+            epilogue_kernel(*args)
 
 
 def epilogue_ok(spec: NodeSpec, z_input: int, bias_input: int | None = None) -> bool:
