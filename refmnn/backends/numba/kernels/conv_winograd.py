@@ -1,0 +1,327 @@
+"""Winograd convolution schemes of the numba Conv/FusedConv kernels (see :mod:`.conv` for the
+notation: input ``[N, C, H, W]``, weights ``[OC, C, 3, 3]``, output ``[N, OC, OH, OW]``).
+
+``winograd_f23`` -- 3x3, stride 1, dilation 1, one group: Winograd F(2x2, 3x3). The weights are
+    transformed once in ``prepare`` into a STATIC buffer ``U [16, OC, C]`` (``G g G^T``); ``run``
+    transforms 4x4 input tiles (``B^T d B``) into a WORKSPACE ``V [16, C, tiles]``, does 16 sgemms
+    ``M_i = U_i @ V_i`` and transforms back (``A^T m A``) with the bias. It trades 36 multiplies
+    per output 2x2 tile for 16. Applies only when the weights are known in ``prepare``
+    (``spec.constants[1]``). Cost: the Winograd formula below with ``a = 4``.
+``winograd_f43`` -- same conditions: Winograd F(4x4, 3x3) (Lavin & Gray's matrices, points 0,
+    +-1, +-2, infinity), 6x6 input tiles overlapping by 2, ``U [36, OC, C]`` transformed in float64
+    in ``prepare``, 36 sgemms. 144 multiplies per output 4x4 tile become 36 (4x fewer, against
+    2.25x for F(2,3)), and the transforms touch 36 elements per 16 outputs (F(2,3): 16 per 4).
+    The price: U is 4x the size of the weights (F(2,3): 1.8x), which every image streams from
+    memory -- with few tiles (7x7 outputs: 4 tiles, 49 of their 64 outputs used) the sgemms are
+    ``[OC, C] @ [C, 4]``, bound by that stream -- and larger rounding errors (the transforms
+    have entries up to 8 and 1/24): on ResNet-18's layers with N(0, 1) inputs and weights, against
+    a float64 convolution, relative L2 error 1.1e-6 .. 2.9e-6 and max |error| / max |output|
+    <= 9.7e-6, where im2col_gemm and winograd_f23 stay <= 5e-7 and <= 7.1e-7. ResNet-18's
+    output still matches the reference to relative L2 4e-7.
+
+Winograd cost, F(m x m, 3x3) with ``a = m + 2`` and ``tiles = ceil(OH/m) * ceil(OW/m)``::
+
+    N * (2 * a*a * OC * C * tiles                  the sgemms (whole tiles, border waste included)
+         + 84 * a*a * (C + OC) * tiles             the input and output transforms, per element
+         + 20 * a*a * OC * C                       reading U, once per image
+         + 2 * 2e5)                                the sgemm calls
+
+The two coefficients were fitted (least squares, in the units of ``conv._im2col_cost``, whose own
+scale was fitted to its measured times) to the times below, measured on a shared 2-core machine:
+2 threads, N = 1, stride 1, pads 1, C = OC, median of >= 21 interleaved runs in one process,
+then the median of 10 such processes (ms; load from other users moved single runs by up to 50%):
+
+    ===========  ===========  ============  ============  ======================
+    layer        im2col_gemm  winograd_f23  winograd_f43  chosen by the costs
+    ===========  ===========  ============  ============  ======================
+    64 @ 56x56   4.05         4.48          1.69          winograd_f43
+    128 @ 28x28  3.36         2.04          1.42          winograd_f43
+    256 @ 14x14  3.37         2.11          1.88          winograd_f43
+    512 @ 7x7    3.99         3.92          3.94          im2col_gemm
+    ===========  ===========  ============  ============  ======================
+
+At 7x7 the three are tied within the noise (each won some runs; im2col_gemm two of the three
+most loaded ones). The fit gave 17 for U's coefficient (at the fitted scale, 20 units are about
+0.3 ns per 4-byte element, 13 GB/s); 20 breaks the tie towards im2col_gemm, which streams 4x
+less weight memory than F(4,3) and keeps no transformed copy of the weights. The transform
+coefficient, 84 units (about 1.3 ns per element), is shared by both schemes: measured alone,
+either scheme's transforms took 0.6 to 4 ns per element, the most on the smallest planes, where
+each parallel loop has little work to share out.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from refmnn.backends.base import NodeSpec, Storage
+from refmnn.backends.numba.kernels._common import PARALLEL_LOCK, PJIT
+from refmnn.backends.numba.kernels.conv import GEMM_CALL, ConvBase
+
+WINOGRAD_TRANSFORM = 84.0  # per element of V or M written / read by the tile transforms
+WINOGRAD_U_READ = 20.0  # per element of U streamed by the sgemms (once per image)
+
+# ---------------------------------------------------------------------------------------------
+# Winograd F(2x2, 3x3)
+
+# G (4x3), B^T (4x4), A^T (2x4) of F(2, 3)
+WG = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], dtype=np.float64)
+
+
+@njit(**PJIT)
+def winograd23_input(x, n, pt, pl, tiles_h, tiles_w, v):
+    """V[16, C, tiles] = B^T d B for every 4x4 input tile d (stride 2, zero outside)."""
+    c_in, h, wd = x.shape[1], x.shape[2], x.shape[3]
+    for c in prange(c_in):
+        tile = np.empty((4, 4), dtype=np.float32)
+        tmp = np.empty((4, 4), dtype=np.float32)
+        src = x[n, c]
+        for th in range(tiles_h):
+            for tw in range(tiles_w):
+                h0 = th * 2 - pt
+                w0 = tw * 2 - pl
+                for i in range(4):
+                    ih = h0 + i
+                    for j in range(4):
+                        iw = w0 + j
+                        tile[i, j] = src[ih, iw] if (0 <= ih < h and 0 <= iw < wd) else 0
+                # tmp = B^T tile (rows)
+                for j in range(4):
+                    d0, d1, d2, d3 = tile[0, j], tile[1, j], tile[2, j], tile[3, j]
+                    tmp[0, j] = d0 - d2
+                    tmp[1, j] = d1 + d2
+                    tmp[2, j] = d2 - d1
+                    tmp[3, j] = d1 - d3
+                t = th * tiles_w + tw
+                for i in range(4):
+                    d0, d1, d2, d3 = tmp[i, 0], tmp[i, 1], tmp[i, 2], tmp[i, 3]
+                    v[i * 4 + 0, c, t] = d0 - d2
+                    v[i * 4 + 1, c, t] = d1 + d2
+                    v[i * 4 + 2, c, t] = d2 - d1
+                    v[i * 4 + 3, c, t] = d1 - d3
+
+
+@njit(**PJIT)
+def winograd23_output(m, bias, out, n, tiles_h, tiles_w):
+    """out[n, oc, 2x2 tile] = A^T M A + bias, clipped at the output border."""
+    oc_n, oh_n, ow_n = out.shape[1], out.shape[2], out.shape[3]
+    for oc in prange(oc_n):
+        b = bias[oc]
+        plane = out[n, oc]
+        tmp = np.empty((2, 4), dtype=np.float32)
+        for th in range(tiles_h):
+            for tw in range(tiles_w):
+                t = th * tiles_w + tw
+                for j in range(4):
+                    m0 = m[0 * 4 + j, oc, t]
+                    m1 = m[1 * 4 + j, oc, t]
+                    m2 = m[2 * 4 + j, oc, t]
+                    m3 = m[3 * 4 + j, oc, t]
+                    tmp[0, j] = m0 + m1 + m2
+                    tmp[1, j] = m1 - m2 - m3
+                for i in range(2):
+                    oh = th * 2 + i
+                    if oh >= oh_n:
+                        continue
+                    y0 = tmp[i, 0] + tmp[i, 1] + tmp[i, 2] + b
+                    y1 = tmp[i, 1] - tmp[i, 2] - tmp[i, 3] + b
+                    ow = tw * 2
+                    plane[oh, ow] = y0
+                    if ow + 1 < ow_n:
+                        plane[oh, ow + 1] = y1
+
+
+# ---------------------------------------------------------------------------------------------
+# Winograd F(4x4, 3x3)
+
+# The matrices of Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks" (CVPR 2016,
+# arXiv:1509.09308), section 4.2, from the interpolation points 0, 1, -1, 2, -2 and infinity:
+# Y = A^T [(G g G^T) * (B^T d B)] A for a 3x3 filter g and a 6x6 input tile d.
+# B^T (6x6), written out in winograd43_input:       A^T (4x6), written out in winograd43_output:
+#   [4,  0, -5,  0, 1, 0]                             [1, 1,  1, 1,  1, 0]
+#   [0, -4, -4,  1, 1, 0]                             [0, 1, -1, 2, -2, 0]
+#   [0,  4, -4, -1, 1, 0]                             [0, 1,  1, 4,  4, 0]
+#   [0, -2, -1,  2, 1, 0]                             [0, 1, -1, 8, -8, 1]
+#   [0,  2, -1, -2, 1, 0]
+#   [0,  4,  0, -5, 0, 1]
+# G (6x3), applied to the weights in float64 in prepare:
+WG43 = np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
+                 [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]], dtype=np.float64)
+# float32 constants, so that the transforms stay in float32 (an integer literal would promote a
+# float32 product to float64, as in NumPy)
+TWO, FOUR, FIVE, EIGHT = np.float32(2), np.float32(4), np.float32(5), np.float32(8)
+
+
+@njit(**PJIT)
+def winograd43_input(x, n, pt, pl, tiles_h, tiles_w, v):
+    """V[36, C, tiles] = B^T d B for every 6x6 input tile d (stride 4, zero outside).
+
+    One tile row at a time: the six input rows it covers are copied, zero-padded, into ``rows``;
+    ``B^T`` combines them down each column (``tmp``, one loop along the whole row), then ``B``
+    combines the six columns of each tile, a loop over the tiles that writes V contiguously.
+    No bounds tests are left in the arithmetic loops.
+    """
+    c_in, h, wd = x.shape[1], x.shape[2], x.shape[3]
+    width = 4 * tiles_w + 2
+    lo = min(width, max(0, pl))  # columns [lo, hi) of ``rows`` hold input, the rest stay 0
+    hi = max(lo, min(width, pl + wd))
+    for c in prange(c_in):
+        rows = np.zeros((6, width), dtype=np.float32)
+        tmp = np.empty((6, width), dtype=np.float32)
+        src = x[n, c]
+        for th in range(tiles_h):
+            for i in range(6):
+                ih = th * 4 - pt + i
+                dst = rows[i, lo:hi]
+                if 0 <= ih < h:
+                    seg = src[ih, lo - pl:hi - pl]
+                    for k in range(hi - lo):
+                        dst[k] = seg[k]
+                else:
+                    for k in range(hi - lo):
+                        dst[k] = 0
+            for j in range(width):  # tmp = B^T rows
+                d0, d1, d2, d3, d4, d5 = (rows[0, j], rows[1, j], rows[2, j], rows[3, j],
+                                          rows[4, j], rows[5, j])
+                tmp[0, j] = FOUR * d0 - FIVE * d2 + d4
+                tmp[1, j] = d3 + d4 - FOUR * (d1 + d2)
+                tmp[2, j] = d4 - d3 + FOUR * (d1 - d2)
+                tmp[3, j] = d4 - d2 + TWO * (d3 - d1)
+                tmp[4, j] = d4 - d2 + TWO * (d1 - d3)
+                tmp[5, j] = FOUR * d1 - FIVE * d3 + d5
+            t0 = th * tiles_w
+            for k in range(6):  # V[k, :] = tmp B, tile by tile
+                for tw in range(tiles_w):
+                    e = tmp[k, tw * 4:tw * 4 + 6]
+                    e0, e1, e2, e3, e4, e5 = e[0], e[1], e[2], e[3], e[4], e[5]
+                    t = t0 + tw
+                    v[k * 6 + 0, c, t] = FOUR * e0 - FIVE * e2 + e4
+                    v[k * 6 + 1, c, t] = e3 + e4 - FOUR * (e1 + e2)
+                    v[k * 6 + 2, c, t] = e4 - e3 + FOUR * (e1 - e2)
+                    v[k * 6 + 3, c, t] = e4 - e2 + TWO * (e3 - e1)
+                    v[k * 6 + 4, c, t] = e4 - e2 + TWO * (e1 - e3)
+                    v[k * 6 + 5, c, t] = FOUR * e1 - FIVE * e3 + e5
+
+
+@njit(**PJIT)
+def winograd43_output(m, bias, out, n, tiles_h, tiles_w):
+    """out[n, oc, 4x4 tile] = A^T M A + bias, clipped at the output border.
+
+    One tile row at a time: ``A^T`` combines the six rows of every tile (``s[r, l, tile]``, loops
+    over the tiles that read M contiguously), then ``A`` combines the six columns into a line of
+    ``4 * tiles_w`` outputs, of which the first OW are copied into the output row.
+    """
+    oc_n, oh_n, ow_n = out.shape[1], out.shape[2], out.shape[3]
+    for oc in prange(oc_n):
+        b = bias[oc]
+        plane = out[n, oc]
+        s = np.empty((4, 6, tiles_w), dtype=np.float32)
+        line = np.empty(4 * tiles_w, dtype=np.float32)
+        for th in range(tiles_h):
+            t0 = th * tiles_w
+            for col in range(6):  # s = A^T M, column by column
+                for tw in range(tiles_w):
+                    m0 = m[0 * 6 + col, oc, t0 + tw]
+                    m1 = m[1 * 6 + col, oc, t0 + tw]
+                    m2 = m[2 * 6 + col, oc, t0 + tw]
+                    m3 = m[3 * 6 + col, oc, t0 + tw]
+                    m4 = m[4 * 6 + col, oc, t0 + tw]
+                    m5 = m[5 * 6 + col, oc, t0 + tw]
+                    s[0, col, tw] = m0 + m1 + m2 + m3 + m4
+                    s[1, col, tw] = m1 - m2 + TWO * (m3 - m4)
+                    s[2, col, tw] = m1 + m2 + FOUR * (m3 + m4)
+                    s[3, col, tw] = m1 - m2 + EIGHT * (m3 - m4) + m5
+            for r in range(min(4, oh_n - th * 4)):  # y = s A, a line of outputs
+                for tw in range(tiles_w):
+                    e0, e1, e2, e3, e4, e5 = (s[r, 0, tw], s[r, 1, tw], s[r, 2, tw], s[r, 3, tw],
+                                              s[r, 4, tw], s[r, 5, tw])
+                    line[tw * 4 + 0] = e0 + e1 + e2 + e3 + e4 + b
+                    line[tw * 4 + 1] = e1 - e2 + TWO * (e3 - e4) + b
+                    line[tw * 4 + 2] = e1 + e2 + FOUR * (e3 + e4) + b
+                    line[tw * 4 + 3] = e1 - e2 + EIGHT * (e3 - e4) + e5 + b
+                dst = plane[th * 4 + r]
+                for k in range(ow_n):
+                    dst[k] = line[k]
+
+
+class WinogradConv(ConvBase):
+    """Winograd F(m x m, 3x3), shared by F(2x2, 3x3) and F(4x4, 3x3): ``m x m`` output tiles
+    from ``a x a`` input tiles (``a = m + 2``), ``a*a`` sgemms ``M_i = U_i @ V_i`` per image."""
+
+    # set by each subclass: the output tile side m, G ((m + 2) x 3, float64) and the two loops
+    # transform_input(x, n, pt, pl, tiles_h, tiles_w, v), transform_output(m, bias, out, n, ...)
+    m: int
+    wg: np.ndarray
+
+    def prepare(self, spec: NodeSpec) -> None:
+        super().prepare(spec)
+        w = np.asarray(spec.constants[1], dtype=np.float64)  # [OC, C, 3, 3]
+        oc, c = w.shape[0], w.shape[1]
+        a2 = (self.m + 2) ** 2
+        g = self.wg
+        u = np.einsum("ij,ocjk,lk->iloc", g, w, g).reshape(a2, oc, c)  # G g G^T per (oc, c)
+        buf = self.backend.allocate(u.size * 4, Storage.STATIC)
+        self.u = buf.handle[:u.size * 4].view(np.float32).reshape(a2, oc, c)
+        self.u[...] = u
+        self.a2, self.oc, self.c = a2, oc, c
+        self.n = int(spec.inputs[0].shape[0])
+        self.oh, self.ow = (int(d) for d in spec.outputs[0].shape[2:])
+        self.th, self.tw = -(-self.oh // self.m), -(-self.ow // self.m)
+        tiles = self.th * self.tw
+        self.v_elems = a2 * c * tiles
+        self.m_elems = a2 * oc * tiles
+        self.workspace_bytes = (self.v_elems + self.m_elems) * 4
+
+    def run(self, inputs, outputs, workspace):
+        _, _, _, _, _, _, pt, pl, _, _, _ = self.params
+        tiles = self.th * self.tw
+        raw = workspace.handle[:self.workspace_bytes].view(np.float32)
+        v = raw[:self.v_elems].reshape(self.a2, self.c, tiles)
+        m = raw[self.v_elems:self.v_elems + self.m_elems].reshape(self.a2, self.oc, tiles)
+        bias = self.bias(inputs)
+        for n in range(self.n):
+            with PARALLEL_LOCK:
+                self.transform_input(inputs[0], n, pt, pl, self.th, self.tw, v)
+            self.backend.gemm(self.u, v, m)
+            with PARALLEL_LOCK:
+                self.transform_output(m, bias, outputs[0], n, self.th, self.tw)
+        self.epilogue(inputs, outputs[0])
+
+
+class Winograd23Conv(WinogradConv):
+    """F(2x2, 3x3): 4x4 input tiles, 16 sgemms."""
+
+    m = 2
+    wg = WG
+    transform_input = staticmethod(winograd23_input)
+    transform_output = staticmethod(winograd23_output)
+
+
+class Winograd43Conv(WinogradConv):
+    """F(4x4, 3x3): 6x6 input tiles, 36 sgemms."""
+
+    m = 4
+    wg = WG43
+    transform_input = staticmethod(winograd43_input)
+    transform_output = staticmethod(winograd43_output)
+
+
+def winograd_cost(spec: NodeSpec, m: int) -> float:
+    """F(m x m, 3x3), a = m + 2: the ``a*a`` sgemms on whole tiles, the input and output
+    transforms (``WINOGRAD_TRANSFORM`` per element of V and M) and the stream of U from memory
+    (``WINOGRAD_U_READ`` per element, once per image); see the module docstring."""
+    n, c, _, _ = (int(d) for d in spec.inputs[0].shape)
+    oc = int(spec.inputs[1].shape[0])
+    oh, ow = (int(d) for d in spec.outputs[0].shape[2:])
+    a2 = (m + 2) ** 2
+    tiles = -(-oh // m) * -(-ow // m)
+    return n * (2.0 * a2 * oc * c * tiles + WINOGRAD_TRANSFORM * a2 * (c + oc) * tiles
+                + WINOGRAD_U_READ * a2 * oc * c + 2 * GEMM_CALL)
+
+
+def winograd23_cost(spec: NodeSpec) -> float:
+    return winograd_cost(spec, 2)
+
+
+def winograd43_cost(spec: NodeSpec) -> float:
+    return winograd_cost(spec, 4)
