@@ -1,12 +1,26 @@
 /* 2-D convolution (cross-correlation) with groups, strides, dilations, pads and a fused bias.
  * X (N, C, H, W), weights (M, C/group, KH, KW), Y (N, M, OH, OW).
  * Schemes: conv_direct (one work-item per output, any geometry), conv_depthwise (group == C,
- * one input channel per output), im2col (+ the batched GEMM of matmul.cl), Winograd F(2,3). */
+ * one input channel per output), im2col (+ the batched GEMM of matmul.cl), Winograd F(2,3).
+ *
+ * refmnn::FusedConv's epilogue, Y = act(conv + bias + Z), is applied where each kernel stores
+ * an output element (CONV_STORE): Z (HAS_Z, the residual, of Y's own shape so it is read at
+ * the output's index) and the activation (-DACT, epilogue.cl), so a ResNet block's
+ * Conv -> Add -> Relu writes Y once instead of reading and writing it three times. */
+
+#ifdef HAS_Z
+#define ADD_Z(v, i) ((v) + LOAD(z, z_off + (i)))
+#else
+#define ADD_Z(v, i) (v)
+#endif
+#define CONV_STORE(y, at, i, v) STORE(y, at, activate(ADD_Z(v, i), act_alpha, act_lo, act_hi))
+#define EPILOGUE_ARGS __global const store_t *z, int z_off, float act_alpha, float act_lo, float act_hi
 
 __kernel void conv_direct(__global const store_t *x, int x_off, __global const store_t *w, int w_off,
                           __global const store_t *bias, int b_off, __global store_t *y, int y_off,
                           int total, int C, int H, int W, int M, int OH, int OW, int KH, int KW,
-                          int SH, int SW, int PH, int PW, int DH, int DW, int group, int has_bias) {
+                          int SH, int SW, int PH, int PW, int DH, int DW, int group, int has_bias,
+                          EPILOGUE_ARGS) {
     int i = get_global_id(0);
     if (i >= total) return;
     int ow = i % OW, t = i / OW;
@@ -27,14 +41,15 @@ __kernel void conv_direct(__global const store_t *x, int x_off, __global const s
             }
         }
     }
-    STORE(y, y_off + i, acc);
+    CONV_STORE(y, y_off + i, i, acc);
 }
 
 /* Depthwise: group == C, M = C * multiplier; output channel m reads input channel m / mult. */
 __kernel void conv_depthwise(__global const store_t *x, int x_off, __global const store_t *w, int w_off,
                              __global const store_t *bias, int b_off, __global store_t *y, int y_off,
                              int total, int C, int H, int W, int M, int OH, int OW, int KH, int KW,
-                             int SH, int SW, int PH, int PW, int DH, int DW, int group, int has_bias) {
+                             int SH, int SW, int PH, int PW, int DH, int DW, int group, int has_bias,
+                             EPILOGUE_ARGS) {
     int i = get_global_id(0);
     if (i >= total) return;
     int ow = i % OW, t = i / OW;
@@ -53,7 +68,7 @@ __kernel void conv_depthwise(__global const store_t *x, int x_off, __global cons
             if (iw >= 0 && iw < W) acc += LOAD(xc, ih * W + iw) * LOAD(wm, kh * KW + kw);
         }
     }
-    STORE(y, y_off + i, acc);
+    CONV_STORE(y, y_off + i, i, acc);
 }
 
 /* im2col: col[n, c, kh, kw, oh * OW + ow] = X[n, c, oh*SH - PH + kh*DH, ow*SW - PW + kw*DW]
@@ -73,8 +88,8 @@ __kernel void im2col(__global const store_t *x, int x_off, __global store_t *col
     STORE(col, col_off + i, v);
 }
 
-/* Winograd F(2x2, 3x3), stride 1, dilation 1, group 1. Weights are transformed at prepare
- * (U = G g G^T, stored (16, M, C)); at run:
+/* Winograd F(2x2, 3x3), stride 1, dilation 1, group 1. Weights are transformed once at prepare
+ * on the host (U = G g G^T, stored (16, M, C) in a STATIC buffer); at run:
  *   winograd_input: V[16, C, tiles] = B^T d B of every 4x4 input tile (tiles of 2x2 outputs),
  *   16 GEMMs (batched, matmul.cl): Mt[16, M, tiles] = U[16] (M x C) @ V[16] (C x tiles),
  *   winograd_output: Y = A^T Mt A + bias for each tile. */
@@ -116,7 +131,7 @@ __kernel void winograd_input(__global const store_t *x, int x_off, __global stor
 
 __kernel void winograd_output(__global const store_t *mt, int m_off, __global const store_t *bias, int b_off,
                               __global store_t *y, int y_off, int total, int M, int OH, int OW,
-                              int TH, int TW, int has_bias) {
+                              int TH, int TW, int has_bias, EPILOGUE_ARGS) {
     int i = get_global_id(0);           /* over (n, m, tile) */
     if (i >= total) return;
     int tiles = TH * TW;
@@ -137,17 +152,18 @@ __kernel void winograd_output(__global const store_t *mt, int m_off, __global co
         float o0 = t[r][0] + t[r][1] + t[r][2] + b;
         float o1 = t[r][1] - t[r][2] - t[r][3] + b;
         int oh = th * 2 + r, ow = tw * 2;
-        long row = y_off + ((long)nm * OH + oh) * OW;
+        long row = ((long)nm * OH + oh) * OW;          /* Y's (and Z's) index of (n, m, oh, 0) */
         if (oh < OH) {
-            STORE(y, row + ow, o0);
-            if (ow + 1 < OW) STORE(y, row + ow + 1, o1);
+            CONV_STORE(y, y_off + row + ow, row + ow, o0);
+            if (ow + 1 < OW) CONV_STORE(y, y_off + row + ow + 1, row + ow + 1, o1);
         }
     }
 }
 
 /* Winograd weight transform U[k, m, c] = (G g G^T)[k / 4][k % 4] of every 3x3 filter g = W[m, c],
- * G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]. Run each time on the device (cheap next to the
- * convolution), so weights need not be known when planning. */
+ * G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]. Used only when the weights are not constants
+ * (computed by the graph): then it runs on the device every run. Constant weights are
+ * transformed once at prepare on the host (kernels/conv.py). */
 __kernel void winograd_weights(__global const store_t *w, int w_off, __global store_t *u, int u_off,
                                int total) {
     int i = get_global_id(0);           /* over (m, c) */

@@ -29,17 +29,32 @@
 #endif
 #endif
 
+/* binary: y = a OP b. CONTIGUOUS: a 1-D launch, every operand read at the output's index.
+ * Otherwise a 3-D NDRange (n3, n2, n0 * n1) over the collapsed broadcast: get_global_id gives
+ * the coordinates (no offset4() divisions per element; the one left, i01 / n1, is the same
+ * for a whole row), and the innermost strides are compile-time constants when they are 0 or 1
+ * (-DA3=0/1, -DB3=0/1: a broadcast scalar or a contiguous row), so PoCL's work-item loop over
+ * a row vectorises like the contiguous kernel. */
+#ifndef A3
+#define A3 a3
+#endif
+#ifndef B3
+#define B3 b3
+#endif
 #ifdef OPCODE
 __kernel void binary(__global const store_t *a, int a_off, __global const store_t *b, int b_off,
                      __global store_t *y, int y_off, int n, int n1, int n2, int n3,
                      int a0, int a1, int a2, int a3, int b0, int b1, int b2, int b3) {
+#ifdef CONTIGUOUS
     int i = get_global_id(0);
     if (i >= n) return;
-#ifdef CONTIGUOUS
     int ia = i, ib = i;
 #else
-    int ia = offset4(i, n1, n2, n3, a0, a1, a2, a3);
-    int ib = offset4(i, n1, n2, n3, b0, b1, b2, b3);
+    const int i3 = get_global_id(0), i2 = get_global_id(1), i01 = get_global_id(2);
+    const int i0 = i01 / n1, i1 = i01 - i0 * n1;
+    const int i = (i01 * n2 + i2) * n3 + i3;
+    const int ia = i0 * a0 + i1 * a1 + i2 * a2 + i3 * A3;
+    const int ib = i0 * b0 + i1 * b1 + i2 * b2 + i3 * B3;
 #endif
     float va = LOAD(a, a_off + ia), vb = LOAD(b, b_off + ib);
     STORE(y, y_off + i, BINARY(va, vb));
@@ -68,7 +83,7 @@ __kernel void binary(__global const store_t *a, int a_off, __global const store_
 #elif UCODE == U_TANH
 #define UNARY(x) tanh(x)
 #elif UCODE == U_ERF
-#define UNARY(x) erf(x)
+#define UNARY(x) erf_fit(x)   /* epilogue.cl: the reference's fit in double (builtin erf without fp64) */
 #elif UCODE == U_EXP
 #define UNARY(x) exp(x)
 #elif UCODE == U_LOG
@@ -159,3 +174,26 @@ __kernel void cast(__global const SRC_T *x, int x_off, __global DST_T *y, int y_
     WRITE(y, y_off + i, READ(x, x_off + i));
 }
 #endif
+
+/* epilogue: y = act((y + p) + q) in place -- a fused node's bias p and residual q (HAS_P,
+ * HAS_Q) and activation (-DACT, epilogue.cl) when the producer cannot apply them in its own
+ * store (an operand broadcast in a way the GEMM's (m, n) strides cannot express). A 3-D NDRange
+ * (n3, n2, n0 * n1) over the collapsed output: get_global_id gives the coordinates, so the only
+ * integer division (i01 / n1) is the same for a whole row and the row loop vectorises. */
+__kernel void epilogue(__global store_t *y, int y_off, __global const store_t *p, int p_off,
+                       __global const store_t *q, int q_off, int n1,
+                       int p0, int p1, int p2, int p3, int q0, int q1, int q2, int q3,
+                       float act_alpha, float act_lo, float act_hi) {
+    const int i3 = get_global_id(0), i2 = get_global_id(1), i01 = get_global_id(2);
+    const int n3 = get_global_size(0), n2 = get_global_size(1);
+    const int i0 = i01 / n1, i1 = i01 % n1;
+    const long at = y_off + ((long)i01 * n2 + i2) * n3 + i3;
+    float v = LOAD(y, at);
+#ifdef HAS_P
+    v += LOAD(p, p_off + i0 * p0 + i1 * p1 + i2 * p2 + i3 * p3);
+#endif
+#ifdef HAS_Q
+    v += LOAD(q, q_off + i0 * q0 + i1 * q1 + i2 * q2 + i3 * q3);
+#endif
+    STORE(y, at, activate(v, act_alpha, act_lo, act_hi));
+}

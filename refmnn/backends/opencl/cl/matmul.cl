@@ -1,8 +1,16 @@
 /* Batched GEMM, two kernels with the same arguments: for every batch b,
- *     C[b] (M x N) = A[b] (M x K) @ B[b] (K x N)  (+ bias[m] per row when HAS_BIAS)
- * all row-major with leading dimensions K, N, N. A batch's A and B element offsets come from
- * the table `offsets` (3 ints per batch: A, B and bias offsets, so broadcast batch dims and
- * grouped convolutions cost nothing); C's batch stride is c_stride. Any M, N, K >= 1.
+ *     C[b] (M x N) = act((alpha * A[b] (M x K) @ B[b] (K x N) + beta * bias) + Z)
+ * all row-major with leading dimensions K, N, N. A batch's A, B, bias and Z element offsets come
+ * from the table `offsets` (4 ints per batch, so broadcast batch dims and grouped convolutions
+ * cost nothing); C's batch stride is c_stride. Any M, N, K >= 1.
+ *
+ * The epilogue (when HAS_BIAS / HAS_Z / ACT are defined) runs in the store, while the result
+ * is still in registers: this is how refmnn::FusedMatMul, FusedGemm and the GEMM schemes of
+ * FusedConv avoid a second pass over C. bias and Z are read at
+ *     bias[offsets[4b + 2] + m * bias_sm + n * bias_sn],  Z[offsets[4b + 3] + m * z_sm + n * z_sn]
+ * so one kernel serves a conv bias (per row: sm 1, sn 0), a MatMul bias (per column: 0, 1),
+ * Gemm's C broadcast any way, and a residual of C's own shape (N, 1). Each step is rounded to
+ * float as in the unfused graph; the activation is epilogue.cl's activate() (-DACT).
  *
  * gemm      -- tiles through local memory (the GPU textbook kernel).
  * gemm_reg  -- register blocking, no local memory (fast on CPU devices such as PoCL).
@@ -18,6 +26,31 @@
  *   number loaded from A or B (from L1/L2 cache) feeds several fused multiply-adds
  *   (`gemm_reg`). */
 
+/* The arguments both kernels share, and the epilogue of one output value v at (b, m, n). */
+#define GEMM_ARGS                                                                            \
+    __global const store_t *A, int a_off, __global const store_t *B, int b_off,             \
+    __global store_t *C, int c_off, __global const store_t *bias, int bias_off,             \
+    __global const store_t *Z, int z_off, __global const int *offsets,                      \
+    int M, int N, int K, int c_stride, int bias_sm, int bias_sn, int z_sm, int z_sn,        \
+    float alpha, float beta, float act_alpha, float act_lo, float act_hi
+
+inline float gemm_epilogue(float v, int b, int m, int n, __global const int *offsets,
+                           __global const store_t *bias, int bias_off, int bias_sm, int bias_sn,
+                           __global const store_t *Z, int z_off, int z_sm, int z_sn,
+                           float alpha, float beta, float act_alpha, float act_lo, float act_hi) {
+    v = alpha * v;                                      /* exact when alpha = 1 (MatMul, Conv) */
+#ifdef HAS_BIAS
+    v += beta * LOAD(bias, bias_off + offsets[4 * b + 2] + m * bias_sm + n * bias_sn);
+#endif
+#ifdef HAS_Z
+    v += LOAD(Z, z_off + offsets[4 * b + 3] + m * z_sm + n * z_sn);
+#endif
+    return activate(v, act_alpha, act_lo, act_hi);
+}
+#define EPILOGUE(v, b, m, n)                                                                 \
+    gemm_epilogue(v, b, m, n, offsets, bias, bias_off, bias_sm, bias_sn, Z, z_off, z_sm, z_sn, \
+                  alpha, beta, act_alpha, act_lo, act_hi)
+
 /* ---------------------------------------------------------------------------------------
  * gemm: local-memory tiles.
  * A work-group of (TS, TS / WPT) work-items computes a TS x TS tile of C: each work-item
@@ -31,15 +64,13 @@
 #endif
 #define RTS (TS / WPT)
 
-__kernel void gemm(__global const store_t *A, int a_off, __global const store_t *B, int b_off,
-                   __global store_t *C, int c_off, __global const store_t *bias, int bias_off,
-                   __global const int *offsets, int M, int N, int K, int c_stride) {
+__kernel void gemm(GEMM_ARGS) {
     const int col = get_local_id(0), row = get_local_id(1);
     const int n = get_group_id(0) * TS + col;
     const int m0 = get_group_id(1) * TS + row;
     const int b = get_global_id(2);
-    __global const store_t *a = A + a_off + offsets[3 * b];
-    __global const store_t *bm = B + b_off + offsets[3 * b + 1];
+    __global const store_t *a = A + a_off + offsets[4 * b];
+    __global const store_t *bm = B + b_off + offsets[4 * b + 1];
     __local float tileA[TS][TS + 1];
     __local float tileB[TS][TS + 1];
     float acc[WPT];
@@ -61,13 +92,7 @@ __kernel void gemm(__global const store_t *A, int a_off, __global const store_t 
     }
     for (int w = 0; w < WPT; w++) {
         int m = m0 + w * RTS;
-        if (m < M && n < N) {
-            float v = acc[w];
-#ifdef HAS_BIAS
-            v += LOAD(bias, bias_off + offsets[3 * b + 2] + m);
-#endif
-            STORE(C, c_off + (long)b * c_stride + (long)m * N + n, v);
-        }
+        if (m < M && n < N) STORE(C, c_off + (long)b * c_stride + (long)m * N + n, EPILOGUE(acc[w], b, m, n));
     }
 }
 
@@ -155,13 +180,11 @@ inline floatv load_edge(__global const store_t *p, int n, int N) {
         bk += N;                                                               \
     }
 
-__kernel void gemm_reg(__global const store_t *A, int a_off, __global const store_t *B, int b_off,
-                       __global store_t *C, int c_off, __global const store_t *bias, int bias_off,
-                       __global const int *offsets, int M, int N, int K, int c_stride) {
+__kernel void gemm_reg(GEMM_ARGS) {
     const int n0 = get_global_id(0) * WN, m0 = get_global_id(1) * WM, b = get_global_id(2);
     if (n0 >= N || m0 >= M) return;    /* the launch is rounded up to whole work-groups */
-    __global const store_t *a = A + a_off + offsets[3 * b];
-    __global const store_t *bk = B + b_off + offsets[3 * b + 1];   /* row k of B */
+    __global const store_t *a = A + a_off + offsets[4 * b];
+    __global const store_t *bk = B + b_off + offsets[4 * b + 1];   /* row k of B */
     __global const store_t *arow[WM];  /* the block's rows of A, clamped to M - 1 */
 #pragma unroll
     for (int i = 0; i < WM; i++) arow[i] = a + (long)(m0 + i < M ? m0 + i : M - 1) * K;
@@ -184,20 +207,27 @@ __kernel void gemm_reg(__global const store_t *A, int a_off, __global const stor
     for (int i = 0; i < WM; i++) {
         const int m = m0 + i;
         if (m >= M) break;
-#ifdef HAS_BIAS
-        const float bias_m = LOAD(bias, bias_off + offsets[3 * b + 2] + m);
-#else
-        const float bias_m = 0.0f;
-#endif
 #pragma unroll
         for (int j = 0; j < NV; j++) {
             floatv_u t;
-            t.v = acc[i][j] + bias_m;
-            const long at = (long)m * N + n0 + j * VW;
-            const int valid = full ? VW : N - n0 - j * VW;    /* columns left in this vector */
+            t.v = acc[i][j];
+            const int n = n0 + j * VW;
+            const long at = (long)m * N + n;
+            const int valid = full ? VW : N - n;             /* columns left in this vector */
 #pragma unroll
             for (int l = 0; l < VW; l++)
-                if (l < valid) STORE(c, at + l, t.s[l]);
+                if (l < valid) STORE(c, at + l, EPILOGUE(t.s[l], b, m, n + l));
         }
     }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * transpose2d: Y (Cols x Rows) = X (Rows x Cols)^T -- Gemm's transA / transB operands when
+ * they are not constants (constant ones are transposed once on the host, at prepare). A 2-D
+ * NDRange: get_global_id gives the coordinates, no integer division per element. */
+__kernel void transpose2d(__global const store_t *x, int x_off, __global store_t *y, int y_off,
+                          int Rows, int Cols) {
+    const int c = get_global_id(0), r = get_global_id(1);
+    if (c >= Cols || r >= Rows) return;
+    STORE(y, y_off + (long)c * Rows + r, LOAD(x, x_off + (long)r * Cols + c));
 }

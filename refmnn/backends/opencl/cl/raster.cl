@@ -1,14 +1,26 @@
 /* Raster: copy one strided region (collapsed to 4 axes on the host) of a source into the
  * output. Positions no region writes are zero-filled by the host (clEnqueueFillBuffer) first,
  * only when the regions do not cover the whole output. Elements are moved as ELEM_SIZE-byte
- * words, so one program serves every dtype of that size. */
+ * words, so one program serves every dtype of that size.
+ *
+ * The launch is a 3-D NDRange (n3, n2, n0 * n1) over the region's sizes: get_global_id gives
+ * the coordinates, so no work-item divides its flat index by the sizes (four integer divisions
+ * per element cost more than the copy itself), and the one division left (i01 / n1) is the
+ * same for a whole row. The innermost strides are compile-time constants when they are 1
+ * (-DS3=1, -DD3=1: a contiguous row, the common case), so PoCL's work-item loop over a row
+ * becomes vector loads and stores; otherwise they are the arguments s3, d3 (a gather). */
+#ifndef S3
+#define S3 s3
+#endif
+#ifndef D3
+#define D3 d3
+#endif
 __kernel void raster_region(__global const elem_t *src, int src_off, __global elem_t *dst, int dst_off,
                             int n, int n1, int n2, int n3, int s0, int s1, int s2, int s3,
                             int d0, int d1, int d2, int d3) {
-    int i = get_global_id(0);
-    if (i >= n) return;
-    dst[dst_off + offset4(i, n1, n2, n3, d0, d1, d2, d3)] =
-        src[src_off + offset4(i, n1, n2, n3, s0, s1, s2, s3)];
+    const int i3 = get_global_id(0), i2 = get_global_id(1), i01 = get_global_id(2);
+    const int i0 = i01 / n1, i1 = i01 - i0 * n1;
+    dst[dst_off + i0 * d0 + i1 * d1 + i2 * d2 + i3 * D3] = src[src_off + i0 * s0 + i1 * s1 + i2 * s2 + i3 * S3];
 }
 
 /* Gather along one axis: data seen as (outer, axis_size, inner), indices flattened (count),

@@ -61,7 +61,7 @@ class Context:
         key = (family, tuple(sorted((k, str(v)) for k, v in defines.items())))
         prg = self._programs.get(key)
         if prg is None:
-            source = (CL_DIR / "common.cl").read_text() + "\n" + (CL_DIR / f"{family}.cl").read_text()
+            source = "\n".join((CL_DIR / f"{name}.cl").read_text() for name in ("common", "epilogue", family))
             options = [f"-D{k}={v}" if v != "" else f"-D{k}" for k, v in key[1]]
             try:
                 prg = cl.Program(self.cl, source).build(options=options, cache_dir=self.cache_dir)
@@ -325,3 +325,52 @@ def storage_defines(t: Any) -> dict[str, Any]:
     return {"HALF_STORAGE": ""} if t is not None and t.dtype == DType.float16 else {}
 
 
+
+
+# -- fused epilogues ------------------------------------------------------------------------------
+
+ACT_CODES = {"none": 0, "relu": 1, "leaky_relu": 2, "clip": 3, "sigmoid": 4, "tanh": 5, "gelu": 6,
+             "gelu_tanh": 7}
+"""The ``activation`` attribute of the fused ops (refmnn/ops/fused.py) -> ``-DACT`` of
+``cl/epilogue.cl``."""
+
+
+class Activation:
+    """A fused node's activation: the ``ACT`` define and its three float arguments."""
+
+    def __init__(self, attrs: Any) -> None:
+        name = attrs.get("activation", "none") or "none"
+        self.code = ACT_CODES[name]
+        self.args = [np.float32(attrs.get("activation_alpha", 0.01)),
+                     np.float32(attrs.get("activation_min", -np.inf)),
+                     np.float32(attrs.get("activation_max", np.inf))]
+
+    @property
+    def defines(self) -> dict[str, Any]:
+        return {"ACT": self.code} if self.code else {}
+
+
+NO_ACTIVATION = Activation({})
+
+
+def operand_map(out_shape: Sequence[int], shape: Sequence[int], batch: int, M: int, N: int
+                ) -> tuple[np.ndarray, int, int] | None:
+    """How a GEMM store reads an operand broadcast to the output: the output, seen flat as
+    (batch, M, N), reads element ``base[b] + m * sm + n * sn`` of the operand (``shape``
+    broadcast to ``out_shape``). Returns ``(base, sm, sn)``, or None when no such affine map
+    exists (e.g. a residual broadcast along part of a GEMM axis). Found numerically: the
+    operand's index array is broadcast to the output and checked against the affine map."""
+    if batch * M * N == 0:   # an empty output reads nothing
+        return np.zeros(batch, dtype=np.int64), 0, 0
+    index = np.arange(numel(shape), dtype=np.int64).reshape([int(d) for d in shape])
+    try:
+        full = np.broadcast_to(index, tuple(int(d) for d in out_shape)).reshape(batch, M, N)
+    except ValueError:
+        return None
+    base = full[:, 0, 0]
+    sm = int(full[0, 1, 0] - full[0, 0, 0]) if M > 1 else 0
+    sn = int(full[0, 0, 1] - full[0, 0, 0]) if N > 1 else 0
+    expect = base[:, None, None] + np.arange(M)[None, :, None] * sm + np.arange(N)[None, None, :] * sn
+    if not np.array_equal(full, expect):
+        return None
+    return base, sm, sn

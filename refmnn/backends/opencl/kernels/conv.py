@@ -12,11 +12,16 @@ Schemes (the planner takes the applicable one of lowest cost; flops = 2 N M OH O
   matrix (C/g KH KW x OH OW), then one batched GEMM with the weights (bias fused).
   Cost: 0.45 flops + 4 x workspace elements.
 * ``winograd_f23`` -- 3x3, stride 1, dilation 1, group 1: F(2x2, 3x3) -- weights transformed
-  on the device every run (U = G g G^T, 16 x M x C in the workspace: refmnn's NodeSpec carries
-  only small constants, so the weights are not known at prepare; the transform is ~1/100 of the
-  convolution's work), input tiles transformed to V (16 x C x tiles), 16 batched GEMMs
-  U[k] @ V[k], output transform A^T m A + bias. 2.25x fewer multiplies than direct.
-  Cost: 0.3 flops + transform traffic.
+  once at prepare on the host (U = G g G^T, 16 x M x C, a STATIC buffer; only weights that are
+  not constants are transformed on the device every run, into the workspace), input tiles
+  transformed to V (16 x C x tiles), 16 batched GEMMs U[k] @ V[k], output transform
+  A^T m A + bias. 2.25x fewer multiplies than direct. Cost: 0.3 flops + transform traffic.
+
+``refmnn::FusedConv`` (act(Conv(X, W, B) + Z), :mod:`refmnn.ops.fused`) has the same schemes.
+Its epilogue runs in each scheme's store: the GEMM schemes pass Z and the activation to the
+GEMM's store (``cl/matmul.cl``), the direct, depthwise and Winograd kernels read Z at the
+output's own index (``HAS_Z``) and apply ``activate()`` (``cl/epilogue.cl``). A residual that
+broadcasts (not the output's shape) is added by a separate in-place pass instead.
 """
 
 from __future__ import annotations
@@ -26,9 +31,17 @@ from typing import Any
 import numpy as np
 
 from refmnn.backends.base import KernelDef, NodeSpec, Scheme
-from refmnn.backends.opencl.kernels._common import FLOATS, CLKernel, Launch, storage_defines
+from refmnn.backends.opencl.kernels._common import (
+    FLOATS,
+    NO_ACTIVATION,
+    Activation,
+    CLKernel,
+    Launch,
+    storage_defines,
+)
 from refmnn.backends.opencl.kernels.elementwise import CANDIDATES_1D
-from refmnn.backends.opencl.kernels.matmul import Gemm, candidates
+from refmnn.backends.opencl.kernels.matmul import EpiloguePass, FusedTail, Gemm, candidates, fused_ok
+from refmnn.ops.fused import DOMAIN as FUSED_DOMAIN
 from refmnn.ops import _window as win
 
 
@@ -58,6 +71,23 @@ class Geometry:
         return [self.KH, self.KW, self.SH, self.SW, self.PH, self.PW, self.DH, self.DW]
 
 
+class DirectTail:
+    """FusedConv's residual Z (input 3) and activation for the kernels that write each output
+    element themselves (direct, depthwise, Winograd's output transform): applied in the store
+    when Z has the output's shape (read at the output's own index), else the store applies the
+    bias only and an :class:`~.matmul.EpiloguePass` adds Z and applies the activation."""
+
+    def __init__(self, kernel: CLKernel, spec: NodeSpec) -> None:
+        act = Activation(spec.attrs) if spec.node.domain == FUSED_DOMAIN else NO_ACTIVATION
+        z = spec.inputs[3] if len(spec.inputs) > 3 else None
+        self.post: list[Launch] = []
+        if z is not None and tuple(z.shape) != tuple(spec.outputs[0].shape):
+            self.post = [EpiloguePass(kernel, spec, [(3, z.shape)], act).launch]
+            z, act = None, NO_ACTIVATION
+        self.defines = {**act.defines, **({"HAS_Z": ""} if z is not None else {})}
+        self.args = [("in?", 3) if z is not None else ("in?", 99), *act.args]
+
+
 class ConvDirect(CLKernel):
     """direct and depthwise: one work-item per output element."""
 
@@ -67,7 +97,8 @@ class ConvDirect(CLKernel):
     def setup(self, spec: NodeSpec) -> None:
         g = self.geom = Geometry(spec)
         self.n = g.N * g.M * g.OH * g.OW
-        self.knl = self.ctx.kernel("conv", self.entry, **storage_defines(spec.inputs[0]))
+        self.tail = DirectTail(self, spec)
+        self.knl = self.ctx.kernel("conv", self.entry, **storage_defines(spec.inputs[0]), **self.tail.defines)
 
     def candidates(self) -> list[Any]:
         return [c for c in CANDIDATES_1D if c is None or self.n >= c[0]]
@@ -76,7 +107,8 @@ class ConvDirect(CLKernel):
         g = self.geom
         return [Launch(self.knl, (self.n,), local,
                        [("in", 0), ("in", 1), ("in?", 2), ("out", 0), self.n, g.C, g.H, g.W, g.M,
-                        g.OH, g.OW, *g.args(), g.group, int(g.has_bias)])]
+                        g.OH, g.OW, *g.args(), g.group, int(g.has_bias), *self.tail.args]),
+                *self.tail.post]
 
 
 class ConvDepthwise(ConvDirect):
@@ -98,11 +130,13 @@ class Conv1x1(GemmConv):
         g = self.geom = Geometry(spec)
         hw = g.H * g.W
         offsets = [(0, n * g.C * hw, 0) for n in range(g.N)]
-        self.gemm = Gemm(self, g.M, hw, g.C, np.array(offsets).reshape(-1, 3), g.M * hw, ("in", 1), ("in", 0),
-                         ("out", 0), ("in?", 2) if g.has_bias else None, half=bool(storage_defines(spec.inputs[0])))
+        self.tail = FusedTail(self, spec, g.N, g.M, hw, None, 3)
+        self.gemm = Gemm(self, g.M, hw, g.C, self.tail.table(np.array(offsets).reshape(-1, 3)), g.M * hw,
+                         ("in", 1), ("in", 0), ("out", 0), ("in?", 2) if g.has_bias else None,
+                         half=bool(storage_defines(spec.inputs[0])), **self.tail.in_store)
 
     def launches(self, local: Any) -> list[Launch]:
-        return [self.gemm.launch(local)]
+        return [self.gemm.launch(local), *([self.tail.post.launch] if self.tail.post else [])]
 
 
 class ConvIm2col(GemmConv):
@@ -116,18 +150,28 @@ class ConvIm2col(GemmConv):
         self.workspace_bytes = max(self.n_col * spec.inputs[0].dtype.numpy.itemsize, 4)
         self.knl = self.ctx.kernel("conv", "im2col", **storage_defines(spec.inputs[0]))
         offsets = [(gi * mg * kc, (n * G + gi) * kc * ohw, gi * mg) for n in range(g.N) for gi in range(G)]
-        self.gemm = Gemm(self, mg, ohw, kc, np.array(offsets).reshape(-1, 3), mg * ohw, ("in", 1), ("ws", 0),
-                         ("out", 0), ("in?", 2) if g.has_bias else None, half=half)
+        self.tail = FusedTail(self, spec, g.N * G, mg, ohw, None, 3)
+        self.gemm = Gemm(self, mg, ohw, kc, self.tail.table(np.array(offsets).reshape(-1, 3)), mg * ohw,
+                         ("in", 1), ("ws", 0), ("out", 0), ("in?", 2) if g.has_bias else None, half=half,
+                         **self.tail.in_store)
 
     def launches(self, local: Any) -> list[Launch]:
         g = self.geom
         unfold = Launch(self.knl, (self.n_col,), (64,) if self.n_col >= 64 else None,
                         [("in", 0), ("ws", 0), self.n_col, g.C, g.H, g.W, g.OH, g.OW, *g.args()])
-        return [unfold, self.gemm.launch(local)]
+        return [unfold, self.gemm.launch(local), *([self.tail.post.launch] if self.tail.post else [])]
+
+
+# G of F(2x2, 3x3): U = G g G^T turns a 3x3 filter g into a 4x4 tile.
+WINOGRAD_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
 
 
 class ConvWinograd(GemmConv):
-    """Workspace: U (16 x M x C) | V (N x 16 x C x tiles) | Mt (N x 16 x M x tiles)."""
+    """Workspace: [U (16 x M x C) |] V (N x 16 x C x tiles) | Mt (N x 16 x M x tiles).
+
+    U, the transformed weights, is computed once at prepare on the host (in float64, rounded
+    once) into a STATIC buffer when the weights are a constant -- the usual case; only weights
+    computed at run time are transformed on the device each run (``winograd_weights``)."""
 
     def setup(self, spec: NodeSpec) -> None:
         g = self.geom = Geometry(spec)
@@ -135,17 +179,26 @@ class ConvWinograd(GemmConv):
         half = bool(storage_defines(spec.inputs[0]))
         self.TH, self.TW = -(-g.OH // 2), -(-g.OW // 2)
         tiles = self.TH * self.TW
-        self.n_u = 16 * g.M * g.C
         self.n_v = g.N * 16 * g.C * tiles
         self.n_m = g.N * 16 * g.M * tiles
-        self.workspace_bytes = (self.n_u + self.n_v + self.n_m) * dtype.itemsize
         defines = storage_defines(spec.inputs[0])
-        self.k_w = self.ctx.kernel("conv", "winograd_weights", **defines)
+        self.tail = DirectTail(self, spec)
+        if 1 in spec.constants:
+            w = np.asarray(spec.constants[1], dtype=np.float64)            # (M, C, 3, 3)
+            u = np.einsum("ij,mcjk,lk->ilmc", WINOGRAD_G, w, WINOGRAD_G)    # (4, 4, M, C)
+            self.u_slot: Any = ("static", self.static(u.reshape(16, g.M, g.C).astype(dtype)))
+            self.n_u = 0
+            self.k_w = None
+        else:
+            self.n_u = 16 * g.M * g.C
+            self.u_slot = ("ws", 0)
+            self.k_w = self.ctx.kernel("conv", "winograd_weights", **defines)
+        self.workspace_bytes = (self.n_u + self.n_v + self.n_m) * dtype.itemsize
         self.k_in = self.ctx.kernel("conv", "winograd_input", **defines)
-        self.k_out = self.ctx.kernel("conv", "winograd_output", **defines)
+        self.k_out = self.ctx.kernel("conv", "winograd_output", **defines, **self.tail.defines)
         offsets = [(k * g.M * g.C, (n * 16 + k) * g.C * tiles, 0) for n in range(g.N) for k in range(16)]
         self.gemm = Gemm(self, g.M, tiles, g.C, np.array(offsets).reshape(-1, 3), g.M * tiles,
-                         ("ws", 0), ("ws", self.n_u), ("ws", self.n_u + self.n_v), None, half=half)
+                         self.u_slot, ("ws", self.n_u), ("ws", self.n_u + self.n_v), None, half=half)
 
     def launches(self, local: Any) -> list[Launch]:
         g = self.geom
@@ -155,14 +208,16 @@ class ConvWinograd(GemmConv):
         def lsize(n: int) -> tuple[int] | None:
             return (64,) if n >= 64 else None
 
+        weights = [Launch(self.k_w, (n_w,), lsize(n_w), [("in", 1), ("ws", 0), n_w])] if self.k_w else []
         return [
-            Launch(self.k_w, (n_w,), lsize(n_w), [("in", 1), ("ws", 0), n_w]),
+            *weights,
             Launch(self.k_in, (n_in,), lsize(n_in),
                    [("in", 0), ("ws", self.n_u), n_in, g.C, g.H, g.W, self.TH, self.TW, g.PH, g.PW]),
             self.gemm.launch(local),
             Launch(self.k_out, (n_out,), lsize(n_out),
                    [("ws", self.n_u + self.n_v), ("in?", 2), ("out", 0), n_out, g.M, g.OH, g.OW,
-                    self.TH, self.TW, int(g.has_bias)]),
+                    self.TH, self.TW, int(g.has_bias), *self.tail.args]),
+            *self.tail.post,
         ]
 
 
@@ -217,17 +272,29 @@ def _wino_traffic(g: Geometry) -> float:
     return 4.0 * 16 * g.N * (g.C + g.M) * tiles
 
 
+def _schemes(fused: bool) -> tuple[Scheme, ...]:
+    """Conv's schemes; FusedConv's are the same, applicable when its residual broadcasts to
+    the output through at most 4 collapsed axes (the epilogue's fallback pass)."""
+    def when(applies):  # type: ignore[no-untyped-def]
+        return (lambda spec: applies(spec) and fused_ok(spec, (3,))) if fused else applies
+
+    tail = "; residual and activation in the store" if fused else ""
+    return (
+        Scheme("direct", lambda b, s: ConvDirect(b, s), applies=when(_conv2d), cost=_cost(1.0),
+               doc="one work-item per output element" + tail),
+        Scheme("depthwise", lambda b, s: ConvDepthwise(b, s), applies=when(_depthwise_ok), cost=_cost(0.5),
+               doc="group == C: KH x KW taps of one channel per output" + tail),
+        Scheme("gemm_1x1", lambda b, s: Conv1x1(b, s), applies=when(_is_1x1), cost=_cost(0.35),
+               doc="1x1 stride 1: GEMM W @ X[n], bias fused" + tail),
+        Scheme("im2col_gemm", lambda b, s: ConvIm2col(b, s), applies=when(_im2col_ok),
+               cost=_cost(0.45, _im2col_traffic), doc="im2col into workspace + batched GEMM" + tail),
+        Scheme("winograd_f23", lambda b, s: ConvWinograd(b, s), applies=when(_winograd_ok),
+               cost=_cost(0.3, _wino_traffic),
+               doc="F(2x2,3x3): weights transformed at prepare, 16 batched GEMMs" + tail),
+    )
+
+
 KERNELS = (
-    KernelDef("Conv", (
-        Scheme("direct", lambda b, s: ConvDirect(b, s), applies=_conv2d, cost=_cost(1.0),
-               doc="one work-item per output element"),
-        Scheme("depthwise", lambda b, s: ConvDepthwise(b, s), applies=_depthwise_ok, cost=_cost(0.5),
-               doc="group == C: KH x KW taps of one channel per output"),
-        Scheme("gemm_1x1", lambda b, s: Conv1x1(b, s), applies=_is_1x1, cost=_cost(0.35),
-               doc="1x1 stride 1: GEMM W @ X[n], bias fused"),
-        Scheme("im2col_gemm", lambda b, s: ConvIm2col(b, s), applies=_im2col_ok,
-               cost=_cost(0.45, _im2col_traffic), doc="im2col into workspace + batched GEMM"),
-        Scheme("winograd_f23", lambda b, s: ConvWinograd(b, s), applies=_winograd_ok,
-               cost=_cost(0.3, _wino_traffic), doc="F(2x2,3x3): transformed weights, 16 batched GEMMs"),
-    ), since=1, dtypes=FLOATS),
+    KernelDef("Conv", _schemes(False), since=1, dtypes=FLOATS),
+    KernelDef("FusedConv", _schemes(True), domain=FUSED_DOMAIN, since=1, dtypes=FLOATS),
 )

@@ -4,8 +4,8 @@ Cast.
 * Binary (Add, Sub, Mul, Div, Pow, Max, Min; Max/Min with exactly two inputs): the broadcast is
   collapsed on the host to at most 4 axes (sizes and per-operand strides, 0 on broadcast axes);
   scheme ``contiguous`` when both operands are read at the output index (no index arithmetic),
-  else ``broadcast4``. Cost: output elements (x0.5 for contiguous).
-* Unary (Relu, Sigmoid, Tanh, Erf, Exp, Log, Sqrt, Neg, Abs, Reciprocal, LeakyRelu, Elu, and
+  else ``broadcast4``: a 3-D NDRange over the collapsed axes, inner strides 0/1 compiled in. Cost: output elements (x0.5 for contiguous).
+* Unary (Relu, Sigmoid, Tanh, Erf (the reference's rational fit in double), Exp, Log, Sqrt, Neg, Abs, Reciprocal, LeakyRelu, Elu, and
   Clip with constant or absent bounds): one work-item per element.
 * Where: the payload is moved as words of its element size (any dtype), cond as bytes.
 * Cast between float32, float16, int32, int64, int8, uint8 and bool (float -> int truncates,
@@ -54,12 +54,18 @@ class Binary(OneD):
         defines = {"OPCODE": BINARY[spec.node.op], **storage_defines(out)}
         if self.contiguous:
             defines["CONTIGUOUS"] = ""
+        else:   # inner strides 0 / 1 become compile-time constants (cl/elementwise.cl)
+            defines.update({k: v for k, v in (("A3", sa[3]), ("B3", sb[3])) if v in (0, 1)})
         self.knl = self.ctx.kernel("elementwise", "binary", **defines)
         self.sizes, self.sa, self.sb = sizes, sa, sb
 
+    def candidates(self) -> list[Any]:
+        return super().candidates() if self.contiguous else [None]
+
     def launches(self, local: Any) -> list[Launch]:
         s = self.sizes
-        return [Launch(self.knl, (self.n,), local,
+        gsize = (self.n,) if self.contiguous else (s[3], s[2], s[0] * s[1])
+        return [Launch(self.knl, gsize, local if self.contiguous else None,
                        [("in", 0), ("in", 1), ("out", 0), self.n, s[1], s[2], s[3], *self.sa, *self.sb])]
 
 

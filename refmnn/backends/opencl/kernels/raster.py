@@ -3,7 +3,8 @@
 * Raster (scheme ``regions``): every region is collapsed on the host (size-1 axes dropped,
   neighbours merged) to at most 4 axes -- deeper regions are split into several launches over
   their leading axes -- and copied by one launch of ``raster_region``, a work-item per element,
-  moving words of the element size (any dtype). When the regions do not cover the whole output
+  moving words of the element size (any dtype), as a 3-D NDRange without per-element integer
+  division (``cl/raster.cl``). When the regions do not cover the whole output
   (checked at prepare on a coverage mask), a ``clEnqueueFillBuffer`` of zeros comes first.
   Cost: elements copied.
 * Split (``regions``): one region per output, the same copy kernel.
@@ -35,9 +36,10 @@ ALL_TYPES = frozenset({DType.float32, DType.float16, DType.float64, DType.int64,
                        DType.uint64, DType.bool, DType.bfloat16})
 
 
-def region_launches(knl: Any, src: int, src_off: int, dst_off: int, sizes, s_strides, d_strides
-                    ) -> list[Launch]:  # type: ignore[no-untyped-def]
-    """Launches copying one region: collapsed to <= 4 axes, leading axes unrolled if needed."""
+def region_launches(ctx: Any, itemsize: int, src: int, src_off: int, dst_off: int, sizes, s_strides,
+                    d_strides) -> list[Launch]:  # type: ignore[no-untyped-def]
+    """Launches copying one region: collapsed to <= 4 axes, leading axes unrolled if needed;
+    each a 3-D NDRange (n3, n2, n0 * n1), the program specialised on unit inner strides."""
     if 0 in sizes:
         return []
     csizes, (cs, cd) = collapse(sizes, [s_strides, d_strides])
@@ -52,7 +54,9 @@ def region_launches(knl: Any, src: int, src_off: int, dst_off: int, sizes, s_str
         pad = 4 - len(sz)
         sz, ss, ds = [1] * pad + sz, [0] * pad + ss, [0] * pad + ds
         n = numel(sz)
-        launches.append(Launch(knl, (n,), (64,) if n >= 64 else None,
+        unit = {k: 1 for k, s in (("S3", ss[3]), ("D3", ds[3])) if s == 1}
+        knl = ctx.kernel("raster", "raster_region", ELEM_SIZE=itemsize, **unit)
+        launches.append(Launch(knl, (sz[3], sz[2], sz[0] * sz[1]), None,
                                [("in", src), ("out", 0), n, sz[1], sz[2], sz[3], *ss, *ds, ("src_off", so),
                                 ("dst_off", do)]))
     return launches
@@ -74,10 +78,7 @@ class RegionCopy(CLKernel):
             so, do = args[-2][1], args[-1][1]
             launch.kernel.set_args(src_t.buffer, np.int32(int(src_t.off) + so), dst_t.buffer,
                                    np.int32(int(dst_t.off) + do), *args[2:-2])
-            gsize = launch.gsize
-            if launch.lsize is not None:
-                gsize = (-(-gsize[0] // launch.lsize[0]) * launch.lsize[0],)
-            cl.enqueue_nd_range_kernel(queue, launch.kernel, gsize, launch.lsize)
+            cl.enqueue_nd_range_kernel(queue, launch.kernel, launch.gsize, None)
             self.backend.stats["launches"] += 1
 
     def launches(self, local: Any) -> list[Launch]:
@@ -88,13 +89,12 @@ class Raster(RegionCopy):
     def setup(self, spec: NodeSpec) -> None:
         out = spec.outputs[0]
         itemsize = out.dtype.numpy.itemsize
-        knl = self.ctx.kernel("raster", "raster_region", ELEM_SIZE=itemsize)
         rank, shape = int(spec.attrs["rank"]), tuple(spec.attrs["shape"])
         total = numel(shape)
         covered = np.zeros(total, dtype=bool)
         self._plan, self.out_of = [], {}
         for src, so, do, sizes, ss, ds in split_regions(spec.attrs["regions"], rank):
-            self._plan += region_launches(knl, src, so, do, sizes, ss, ds)
+            self._plan += region_launches(self.ctx, itemsize, src, so, do, sizes, ss, ds)
             if 0 not in sizes and total:
                 as_strided(covered[do:], sizes, tuple(int(s) for s in ds), writeable=True)[...] = True
         self.fills = [] if covered.all() else [(0, total * itemsize)]
@@ -105,13 +105,13 @@ class Split(RegionCopy):
         shape = [int(d) for d in spec.inputs[0].shape]
         axis = int(spec.attrs.get("axis") or 0) % len(shape)
         outer, inner = numel(shape[:axis]), numel(shape[axis + 1:])
-        knl = self.ctx.kernel("raster", "raster_region", ELEM_SIZE=spec.inputs[0].dtype.numpy.itemsize)
+        itemsize = spec.inputs[0].dtype.numpy.itemsize
         self._plan, self.out_of, self.fills = [], {}, []
         start = 0
         for k, t in enumerate(spec.outputs):
             size = int(t.shape[axis]) if t is not None else 0
             if t is not None:
-                for launch in region_launches(knl, 0, start * inner, 0, (outer, size * inner),
+                for launch in region_launches(self.ctx, itemsize, 0, start * inner, 0, (outer, size * inner),
                                               (shape[axis] * inner, 1), (size * inner, 1)):
                     self.out_of[id(launch)] = k
                     self._plan.append(launch)
