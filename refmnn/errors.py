@@ -75,6 +75,9 @@ def describe_value(value: Any) -> str:
     if isinstance(value, np.ndarray | np.generic):
         arr = np.asarray(value)
         return f"{arr.dtype}{list(arr.shape)}"
+    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+    if shape is not None and dtype is not None:  # a TensorType or a device tensor
+        return f"{getattr(dtype, 'numpy', dtype)}{list(shape)}"
     if isinstance(value, list):
         inner = ", ".join(describe_value(v) for v in value[:3])
         more = ", ..." if len(value) > 3 else ""

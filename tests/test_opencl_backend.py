@@ -620,3 +620,24 @@ def test_import_refmnn_does_not_import_pyopencl():  # type: ignore[no-untyped-de
             "from refmnn.backends.registry import BackendRegistry; "
             "assert 'pyopencl' not in sys.modules, 'imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_gather_index_out_of_range_is_an_error_naming_the_node():
+    """A kernel cannot raise: Gather sets the device error flag, and the run's one sync raises
+    an OpError naming the node, op, opset and shapes; the next valid run is unaffected."""
+    from refmnn.errors import OpError
+
+    node = helper.make_node("Gather", ["X", "I"], ["Y"], name="lookup", axis=1)
+    model = make_model([node], [("X", TensorProto.FLOAT, (3, 4)), ("I", TensorProto.INT64, (2,))],
+                       [("Y", TensorProto.FLOAT, (3, 2))])
+    session = opencl_session(model)
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    steps = [s for s in session.resize({"X": (3, 4), "I": (2,)}).steps if isinstance(s, RunStep)]
+    assert [s.backend for s in steps] == ["opencl"]
+    for bad in ([0, 4], [-5, 1]):
+        with pytest.raises(OpError, match=r"node 'lookup' \(Gather, opset 17\).*float32\[3, 4\]"
+                                          r".*out of range \[-4, 3\] for axis 1"):
+            session.run({"X": x, "I": np.array(bad, np.int64)})
+    got = session.run({"X": x, "I": np.array([-1, 2], np.int64)})["Y"]
+    np.testing.assert_array_equal(got, x[:, [3, 2]])
+    assert session._last.backends["opencl"].stats["finish"] == 3  # one sync per run, errors too

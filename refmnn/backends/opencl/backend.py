@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from refmnn.backends.base import Backend, BackendConfig, Buffer, KernelDef, Probe, Storage
-from refmnn.errors import BackendError
+from refmnn.errors import BackendError, OpError
 from refmnn.graph import TensorType
 
 INSTALL_HINT = "pip install 'pyopencl[pocl]' mako"
@@ -182,10 +182,28 @@ class OpenCLBackend(Backend):
 
     # -- run brackets ------------------------------------------------------------------------
 
+    def begin_run(self) -> None:
+        if self._ctx is not None and self._ctx.checks:
+            import pyopencl as cl
+
+            cl.enqueue_copy(self._ctx.queue, self._ctx.errors, np.zeros(1, np.int32),
+                            is_blocking=False)
+
     def end_run(self) -> None:
-        if self._ctx is not None:
-            self.stats["finish"] += 1
-            self._ctx.queue.finish()
+        """The run's one host synchronisation; raises the first device-side input check that
+        failed during the run (its flag is read in the same sync)."""
+        if self._ctx is None:
+            return
+        ctx = self._ctx
+        failed = np.zeros(1, np.int32)
+        if ctx.checks:
+            import pyopencl as cl
+
+            cl.enqueue_copy(ctx.queue, failed, ctx.errors, is_blocking=False)
+        self.stats["finish"] += 1
+        ctx.queue.finish()
+        if failed[0]:
+            raise OpError(ctx.checks[int(failed[0]) - 1])
 
     def close(self) -> None:
         if self._ctx is not None:

@@ -24,11 +24,13 @@ __kernel void raster_region(__global const elem_t *src, int src_off, __global el
 }
 
 /* Gather along one axis: data seen as (outer, axis_size, inner), indices flattened (count),
- * out[o, j, k] = data[o, idx[j] (negative wraps), k]. An index out of range writes zero (the
- * reference raises; a kernel cannot). */
+ * out[o, j, k] = data[o, idx[j] (negative wraps), k]. A kernel cannot raise: an index out of
+ * [-axis_size, axis_size) writes zero and records this node's check id in the error flag (the
+ * first failing check wins); the host raises at the run's one sync (backend.end_run). */
 #ifdef INDEX_T
 __kernel void gather(__global const elem_t *data, int d_off, __global const INDEX_T *idx, int i_off,
-                     __global elem_t *out, int o_off, int n, int count, int inner, int axis_size) {
+                     __global elem_t *out, int o_off, int n, int count, int inner, int axis_size,
+                     __global int *err, int check) {
     int i = get_global_id(0);
     if (i >= n) return;
     int k = i % inner;
@@ -37,7 +39,11 @@ __kernel void gather(__global const elem_t *data, int d_off, __global const INDE
     int o = t / count;
     long at = (long)idx[i_off + j];
     if (at < 0) at += axis_size;
-    out[o_off + i] = (at >= 0 && at < axis_size)
-        ? data[d_off + ((long)o * axis_size + at) * inner + k] : (elem_t)0;
+    if (at >= 0 && at < axis_size) {
+        out[o_off + i] = data[d_off + ((long)o * axis_size + at) * inner + k];
+    } else {
+        out[o_off + i] = (elem_t)0;
+        atomic_cmpxchg(err, 0, check);
+    }
 }
 #endif

@@ -51,10 +51,22 @@ class Context:
         self._programs: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
         self.builds = 0
         self.dummy = cl.Buffer(self.cl, cl.mem_flags.READ_WRITE, size=64)
+        # Device-side input checks (see register_check): one int the kernels set to the id of
+        # the first check that failed, zeroed at begin_run and read with the run's single sync.
+        self.errors = cl.Buffer(self.cl, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
+                                hostbuf=np.zeros(1, np.int32))
+        self.checks: list[str] = []
         self.device_key = f"{platform.name.strip()}|{device.name.strip()}"
         # A CPU device (PoCL) runs a work-group as a loop on one core: kernels that pick a
         # scheme by device kind (the GEMM: registers on CPUs, local-memory tiles on GPUs) ask this.
         self.is_cpu = bool(device.type & cl.device_type.CPU)
+
+    def register_check(self, message: str) -> int:
+        """Register a device-side input check (made at prepare); returns its id (>= 1), the
+        value a kernel writes into ``errors`` (``atomic_cmpxchg(err, 0, id)``) when its input is
+        invalid. The backend raises an OpError with ``message`` at the end of that run."""
+        self.checks.append(message)
+        return len(self.checks)
 
     def program(self, family: str, defines: dict[str, Any]) -> Any:
         """The built program of ``cl/<family>.cl`` with ``-D`` defines (cached)."""
@@ -91,7 +103,8 @@ class Launch:
     tensor slot is ``("in", i)`` / ``("out", i)`` / ``("ws", element offset)`` / ``("in?", i)`` (an
     optional input: the dummy buffer when absent), expanded to (buffer, element offset), or
     ``("buf", cl.Buffer)``, a kernel-owned STATIC table, expanded to the pointer alone, or
-    ``("static", cl.Buffer)``, kernel-owned packed weights, expanded to (buffer, 0)."""
+    ``("static", cl.Buffer)``, kernel-owned packed weights, expanded to (buffer, 0), or
+    ``("err", id)``, expanded to (the context's error flag, id) for a device-side input check."""
 
     __slots__ = ("kernel", "gsize", "lsize", "args")
 
@@ -167,6 +180,9 @@ class CLKernel(Kernel):
                         continue
                     elif kind == "buf":  # a STATIC table owned by the kernel (pointer only)
                         args.append(index)
+                        continue
+                    elif kind == "err":  # ("err", check id): the error flag and this check's id
+                        args += [self.ctx.errors, np.int32(index)]
                         continue
                     elif kind == "static":  # a STATIC tensor owned by the kernel (packed weights)
                         args += [index, np.int32(0)]

@@ -9,7 +9,9 @@
   Cost: elements copied.
 * Split (``regions``): one region per output, the same copy kernel.
 * Gather (``rows``): data seen as (outer, axis, inner), one work-item per output element;
-  indices int32/int64, negative indices wrap; an out-of-range index yields zero.
+  indices int32/int64, negative indices wrap; an out-of-range index is an error, checked on the
+  device (the kernel sets the context's error flag, the backend raises an OpError naming the
+  node at the end of the run: ``Context.register_check``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from refmnn.backends.opencl.kernels._common import (
     numel,
 )
 from refmnn.dtypes import DType
+from refmnn.errors import node_context
 from refmnn.ops.raster import split_regions
 
 ALL_TYPES = frozenset({DType.float32, DType.float16, DType.float64, DType.int64, DType.int32,
@@ -132,11 +135,16 @@ class Gather(CLKernel):
         self.count, self.inner, self.axis_size = numel(idx.shape), numel(shape[axis + 1:]), shape[axis]
         self.knl = self.ctx.kernel("raster", "gather", ELEM_SIZE=data.dtype.numpy.itemsize,
                                    INDEX_T="long" if idx.dtype == DType.int64 else "int")
+        node = spec.node
+        self.check = self.ctx.register_check(
+            f"{node_context(node.name, node.op, node.domain, spec.opset, spec.inputs)} on "
+            f"backend 'opencl': an index of 'indices' is out of range [-{self.axis_size}, "
+            f"{self.axis_size - 1}] for axis {axis} (checked on the device)")
 
     def launches(self, local: Any) -> list[Launch]:
         return [Launch(self.knl, (self.n,), (64,) if self.n >= 64 else None,
                        [("in", 0), ("in", 1), ("out", 0), self.n, max(self.count, 1),
-                        max(self.inner, 1), self.axis_size])]
+                        max(self.inner, 1), self.axis_size, ("err", self.check)])]
 
 
 def _gather_ok(spec: NodeSpec) -> bool:
