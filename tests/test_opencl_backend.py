@@ -325,6 +325,96 @@ def test_pool(op, attrs):  # type: ignore[no-untyped-def]
     every_scheme(node_model(op, [(2, 3, 9, 8)], attrs), {"x0": randn(2, 3, 9, 8)})
 
 
+# The strip kernels (conv_depthwise, pool2d: 8 outputs of a row per work-item, vector loads for
+# strips inside the input, scalar border strips) on rows wide enough for both paths: odd sizes,
+# pads, stride 1 and 2, dilation, channel multiplier, N > 1, float16, fused activations.
+DEPTHWISE = [
+    ((2, 5, 13, 37), (5, 1, 3, 3), {"group": 5, "pads": [1, 1, 1, 1]}, True),
+    ((1, 4, 21, 41), (4, 1, 3, 3), {"group": 4, "pads": [1, 1, 1, 1], "strides": [2, 2]}, True),
+    ((2, 3, 11, 30), (6, 1, 3, 3), {"group": 3, "pads": [0, 2, 1, 0]}, False),        # multiplier 2
+    ((1, 4, 12, 25), (4, 1, 3, 3), {"group": 4, "pads": [2, 2, 2, 2], "dilations": [2, 2]}, True),
+    ((1, 4, 9, 43), (4, 1, 5, 5), {"group": 4, "pads": [2, 2, 2, 2], "strides": [2, 2]}, False),
+    ((3, 2, 7, 7), (2, 1, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}, True),            # 7x7: border only
+]
+
+
+@pytest.mark.parametrize("case", DEPTHWISE, ids=lambda c: f"{c[0]}x{c[1]}")
+def test_depthwise_strips(case):  # type: ignore[no-untyped-def]
+    x_shape, w_shape, attrs, bias = case
+    inits = [("w", randn(*w_shape))] + ([("b", randn(w_shape[0]))] if bias else [])
+    checked = every_scheme(node_model("Conv", [x_shape], attrs, inits=inits), {"x0": randn(*x_shape)}, tol=2e-6)
+    assert "Conv/depthwise" in checked, checked
+
+
+@pytest.mark.filterwarnings("ignore:Non-empty compiler output")
+@pytest.mark.parametrize("case", DEPTHWISE[:2], ids=lambda c: f"{c[0]}x{c[1]}")
+def test_depthwise_float16(case):  # type: ignore[no-untyped-def]
+    x_shape, w_shape, attrs, _ = case
+    inits = [("w", randn(*w_shape, dtype=np.float16)), ("b", randn(w_shape[0], dtype=np.float16))]
+    model = node_model("Conv", [x_shape], attrs, inits=inits, elem=H)
+    checked = every_scheme(model, {"x0": randn(*x_shape, dtype=np.float16)}, tol=2e-3)
+    assert "Conv/depthwise" in checked, checked
+
+
+@pytest.mark.parametrize("act", ["relu6", "sigmoid", "gelu"])
+@pytest.mark.parametrize("case", DEPTHWISE[:3], ids=lambda c: f"{c[0]}x{c[1]}")
+def test_fused_depthwise_strips(case, act):  # type: ignore[no-untyped-def]
+    x_shape, w_shape, attrs, bias = case
+    conv = helper.make_node("Conv", ["x", "w", *(["b"] if bias else [])], ["c"], name="conv", **attrs)
+    add = helper.make_node("Add", ["c", "z"], ["s"], name="res")
+    acts, act_inits = _act_nodes(act, "s", "y")
+    inits = [numpy_helper.from_array(randn(*w_shape), "w"), *act_inits]
+    if bias:
+        inits.append(numpy_helper.from_array(randn(w_shape[0]), "b"))
+    conv_only = refmnn.Session(node_model("Conv", [x_shape], attrs, inits=[("w", randn(*w_shape))]), check=False)
+    y_shape = conv_only.run({"x0": randn(*x_shape)})["y0"].shape
+    model = make_model([conv, add, *acts], [("x", F, x_shape), ("z", F, y_shape)], [("y", F, None)],
+                       initializers=inits)
+    feeds = {"x": randn(*x_shape), "z": randn(*y_shape)}
+    assert _fused_ops(model, feeds) == ["FusedConv"]
+    assert "FusedConv/depthwise" in every_scheme(model, feeds, tol=3e-6)
+
+
+POOLS = [
+    ("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2]}),                         # SqueezeNet's
+    ("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "ceil_mode": 1}),
+    ("MaxPool", {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
+    ("MaxPool", {"kernel_shape": [2, 3], "dilations": [2, 2]}),
+    ("AveragePool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ("AveragePool", {"kernel_shape": [3, 3], "pads": [1, 2, 1, 0], "count_include_pad": 1}),
+    ("AveragePool", {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}),
+]
+
+
+@pytest.mark.parametrize("op,attrs", POOLS, ids=str)
+def test_pool_strips(op, attrs):  # type: ignore[no-untyped-def]
+    x = randn(2, 3, 13, 45)
+    x[0, 0, 4, 10] = np.nan     # inside a vector strip: NaN propagates (MaxPool and AveragePool)
+    if op == "MaxPool":
+        x[1, 2, 5, 20] = -np.inf
+    every_scheme(node_model(op, [x.shape], attrs), {"x0": x})
+
+
+@pytest.mark.filterwarnings("ignore:Non-empty compiler output")
+@pytest.mark.parametrize("op,attrs", POOLS[:1] + POOLS[4:5], ids=str)
+def test_pool_float16(op, attrs):  # type: ignore[no-untyped-def]
+    every_scheme(node_model(op, [(1, 4, 17, 37)], attrs, elem=H), {"x0": randn(1, 4, 17, 37, dtype=np.float16)},
+                 tol=2e-3)
+
+
+@pytest.mark.filterwarnings("ignore:Non-empty compiler output")
+@pytest.mark.parametrize("shape", [(3, 197), (2, 3, 21), (5, 8), (4, 3), (2, 0, 5)], ids=str)
+@pytest.mark.parametrize("half", [False, True], ids=["f32", "f16"])
+def test_softmax_last_axis(shape, half):  # type: ignore[no-untyped-def]
+    """Softmax along the last axis (on PoCL: a row per work-item, float8 and the vector exp)."""
+    dtype = np.float16 if half else np.float32
+    x = (randn(*shape) * 6).astype(dtype)
+    if x.size:
+        x.reshape(-1)[0] = 80.0 if not half else 11.0
+    every_scheme(node_model("Softmax", [shape], {"axis": -1}, elem=H if half else F), {"x0": x},
+                 tol=2e-3 if half else 1e-6)
+
+
 # -- movement ----------------------------------------------------------------------------------
 
 def test_movement_lowered_to_raster():  # type: ignore[no-untyped-def]

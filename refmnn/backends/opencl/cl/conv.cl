@@ -44,32 +44,88 @@ __kernel void conv_direct(__global const store_t *x, int x_off, __global const s
     CONV_STORE(y, y_off + i, i, acc);
 }
 
-/* Depthwise: group == C, M = C * multiplier; output channel m reads input channel m / mult. */
+/* Depthwise: group == C, M = C * mult; output channel m reads input channel m / mult.
+ * Grid (ceil(OW / DW_VW), OH, N * M): a work-item computes a strip of DW_VW = 8 neighbouring
+ * outputs of one row. Why: the old one-work-item-per-output 1-D form spent most of its time in
+ * i % OW, / OH, % M, and PoCL's loop vectoriser gives up on the clipped taps (masked loads), so
+ * the SIMD is explicit here: at stride 1 (2) each tap is one vload8 (two vload8 .even) of the
+ * input row times a broadcast weight. The (image, channel) plane and the row are uniform per
+ * work-item, so no work-item divides; KH, KW, SH, SW, DH, DW are compile-time (-D), so the taps
+ * unroll (MobileNet's 3x3: nine vector multiply-adds). A strip that touches the left/right
+ * padding or the row end takes the scalar path with per-tap clipping; rows outside the input
+ * are skipped. The store applies bias, residual and activation (CONV_STORE). */
+#ifdef DW_KH
+#define DW_VW 8
+#ifdef HALF_STORAGE
+#define DW_LOAD8(p) vload_half8(0, (p))
+#else
+#define DW_LOAD8(p) vload8(0, (p))
+#endif
+/* Stride 2: two vload8, not vload16: PoCL 14 on AVX2 returns wrong lanes for float16-vector
+ * loads (512-bit ABI). */
+#if DW_SW == 1
+#define DW_STRIP(p) DW_LOAD8(p)
+#elif DW_SW == 2
+#define DW_STRIP(p) ((float8)(DW_LOAD8(p).even, DW_LOAD8((p) + 8).even))
+#endif
+
 __kernel void conv_depthwise(__global const store_t *x, int x_off, __global const store_t *w, int w_off,
                              __global const store_t *bias, int b_off, __global store_t *y, int y_off,
-                             int total, int C, int H, int W, int M, int OH, int OW, int KH, int KW,
-                             int SH, int SW, int PH, int PW, int DH, int DW, int group, int has_bias,
-                             EPILOGUE_ARGS) {
-    int i = get_global_id(0);
-    if (i >= total) return;
-    int ow = i % OW, t = i / OW;
-    int oh = t % OH; t /= OH;
-    int m = t % M, n = t / M;
-    int c = m / (M / C);
-    __global const store_t *xc = x + x_off + ((long)n * C + c) * H * W;
-    __global const store_t *wm = w + w_off + (long)m * KH * KW;
-    float acc = has_bias ? LOAD(bias, b_off + m) : 0.0f;
-    int ih0 = oh * SH - PH, iw0 = ow * SW - PW;
-    for (int kh = 0; kh < KH; kh++) {
-        int ih = ih0 + kh * DH;
-        if (ih < 0 || ih >= H) continue;
-        for (int kw = 0; kw < KW; kw++) {
-            int iw = iw0 + kw * DW;
-            if (iw >= 0 && iw < W) acc += LOAD(xc, ih * W + iw) * LOAD(wm, kh * KW + kw);
+                             int C, int H, int W, int M, int OH, int OW, int PH, int PW, int mult,
+                             int has_bias, EPILOGUE_ARGS) {
+    int ow0 = get_global_id(0) * DW_VW, oh = get_global_id(1), nm = get_global_id(2);
+    if (ow0 >= OW || oh >= OH) return;
+    int m = nm % M;                                   /* uniform across the work-group */
+    /* input plane (n, m / mult): n * C + m / mult = (nm - m) / mult + m / mult */
+    long plane = mult == 1 ? (long)nm : (long)((nm - m) / mult + m / mult);
+    __global const store_t *xc = x + x_off + plane * H * W;
+    __global const store_t *wm = w + w_off + (long)m * (DW_KH * DW_KW);
+    float b = has_bias ? LOAD(bias, b_off + m) : 0.0f;
+    int ih0 = oh * DW_SH - PH, iw0 = ow0 * DW_SW - PW;
+    long row = ((long)nm * OH + oh) * OW;             /* Y's (and Z's) index of (n, m, oh, 0) */
+#ifdef DW_STRIP
+    if (iw0 >= 0 && ow0 + DW_VW <= OW && iw0 + (DW_KW - 1) * DW_DW + DW_SW * DW_VW - 1 < W) {
+        float8 acc = (float8)(b);
+#pragma unroll
+        for (int kh = 0; kh < DW_KH; kh++) {
+            int ih = ih0 + kh * DW_DH;
+            if (ih < 0 || ih >= H) continue;
+            __global const store_t *xr = xc + ih * W + iw0;
+#pragma unroll
+            for (int kw = 0; kw < DW_KW; kw++)
+                acc += DW_STRIP(xr + kw * DW_DW) * LOAD(wm, kh * DW_KW + kw);
         }
+        long i = row + ow0;
+        CONV_STORE(y, y_off + i, i, acc.s0);
+        CONV_STORE(y, y_off + i + 1, i + 1, acc.s1);
+        CONV_STORE(y, y_off + i + 2, i + 2, acc.s2);
+        CONV_STORE(y, y_off + i + 3, i + 3, acc.s3);
+        CONV_STORE(y, y_off + i + 4, i + 4, acc.s4);
+        CONV_STORE(y, y_off + i + 5, i + 5, acc.s5);
+        CONV_STORE(y, y_off + i + 6, i + 6, acc.s6);
+        CONV_STORE(y, y_off + i + 7, i + 7, acc.s7);
+        return;
     }
-    CONV_STORE(y, y_off + i, i, acc);
+#endif
+    for (int j = 0; j < DW_VW && ow0 + j < OW; j++) {   /* the border strips */
+        float acc = b;
+        int iwj = iw0 + j * DW_SW;
+#pragma unroll
+        for (int kh = 0; kh < DW_KH; kh++) {
+            int ih = ih0 + kh * DW_DH;
+            if (ih < 0 || ih >= H) continue;
+            __global const store_t *xr = xc + ih * W;
+#pragma unroll
+            for (int kw = 0; kw < DW_KW; kw++) {
+                int iw = iwj + kw * DW_DW;
+                if (iw >= 0 && iw < W) acc += LOAD(xr, iw) * LOAD(wm, kh * DW_KW + kw);
+            }
+        }
+        long i = row + ow0 + j;
+        CONV_STORE(y, y_off + i, i, acc);
+    }
 }
+#endif
 
 /* im2col: col[n, c, kh, kw, oh * OW + ow] = X[n, c, oh*SH - PH + kh*DH, ow*SW - PW + kw*DW]
  * (zero outside). Seen as (n, group, C/group * KH * KW, OH * OW): one GEMM operand per

@@ -1,31 +1,95 @@
-/* 2-D MaxPool / AveragePool, one work-item per output (n, c, oh, ow). The output shape (and so
- * ceil_mode) is decided on the host; windows are clipped to the input. AveragePool divides by
- * the taps inside the input (count_include_pad = 0) or inside the padded input [-PH, H + PE)
- * (count_include_pad = 1; a ceil_mode overhang beyond the end pad never counts). MaxPool: NaN
- * propagates; a window entirely in the padding gives -inf (as the reference). */
-__kernel void pool2d(__global const store_t *x, int x_off, __global store_t *y, int y_off, int total,
-                     int H, int W, int OH, int OW, int KH, int KW, int SH, int SW, int PH, int PW,
-                     int PHE, int PWE, int DH, int DW, int is_max, int include_pad) {
-    int i = get_global_id(0);
-    if (i >= total) return;
-    int ow = i % OW, t = i / OW;
-    int oh = t % OH, nc = t / OH;
+/* 2-D MaxPool / AveragePool. The output shape (and so ceil_mode) is decided on the host;
+ * windows are clipped to the input. AveragePool divides by the taps inside the input
+ * (count_include_pad = 0) or inside the padded input [-PH, H + PE) (count_include_pad = 1; a
+ * ceil_mode overhang beyond the end pad never counts). MaxPool: NaN propagates; a window
+ * entirely in the padding gives -inf (as the reference).
+ *
+ * Grid (ceil(OW / P_VW), OH, N * C): a work-item computes a strip of P_VW = 8 neighbouring
+ * outputs of one row. Why: the old one-work-item-per-output 1-D form spent most of its time in
+ * i % OW, / OH (integer division per work-item) and its clipped tap loops did not vectorise.
+ * The window geometry and the mode are compile-time (-D P_KH ... P_MAX, P_INCL), so the taps
+ * unroll; the row clipping is decided once per window row, and a strip whose columns are all
+ * inside the input reads each tap as one vload8 (stride 1) or two vload8 .even (stride 2). Strips
+ * at the left/right border take the scalar path with per-tap clipping. */
+#define P_VW 8
+#ifdef HALF_STORAGE
+#define P_LOAD8(p) vload_half8(0, (p))
+#else
+#define P_LOAD8(p) vload8(0, (p))
+#endif
+/* Stride 2: two vload8, not vload16: PoCL 14 on AVX2 returns wrong lanes for float16-vector
+ * loads (512-bit ABI). */
+#if P_SW == 1 && P_DW == 1
+#define P_STRIP(p) P_LOAD8(p)
+#elif P_SW == 2 && P_DW == 1
+#define P_STRIP(p) ((float8)(P_LOAD8(p).even, P_LOAD8((p) + 8).even))
+#endif
+
+#if P_MAX   /* NaN propagates: a NaN tap replaces acc, a NaN acc stays */
+#define P_INIT (-INFINITY)
+#define P_COMBINE(acc, v) ((acc) = ((v) > (acc) || isnan(v)) ? (v) : (acc))
+#define P_COMBINE_V(acc, v) ((acc) = select((acc), (v), isgreater((v), (acc)) | isnan(v)))
+#else
+#define P_INIT 0.0f
+#define P_COMBINE(acc, v) ((acc) += (v))
+#define P_COMBINE_V(acc, v) ((acc) += (v))
+#endif
+
+__kernel void pool2d(__global const store_t *x, int x_off, __global store_t *y, int y_off,
+                     int H, int W, int OH, int OW, int PH, int PW, int PHE, int PWE) {
+    int ow0 = get_global_id(0) * P_VW, oh = get_global_id(1), nc = get_global_id(2);
+    if (ow0 >= OW || oh >= OH) return;
     __global const store_t *xc = x + x_off + (long)nc * H * W;
-    float acc = is_max ? -INFINITY : 0.0f;
-    int count = 0;
-    for (int kh = 0; kh < KH; kh++) {
-        int ih = oh * SH - PH + kh * DH;
-        for (int kw = 0; kw < KW; kw++) {
-            int iw = ow * SW - PW + kw * DW;
-            if (ih >= 0 && ih < H && iw >= 0 && iw < W) {
-                float v = LOAD(xc, ih * W + iw);
-                if (is_max) acc = (isnan(v) || isnan(acc)) ? NAN : fmax(acc, v);
-                else acc += v;
-                count++;
-            } else if (include_pad && ih >= -PH && ih < H + PHE && iw >= -PW && iw < W + PWE) {
-                count++;
+    long row = ((long)nc * OH + oh) * OW;             /* Y's index of (n, c, oh, 0) */
+    int ih0 = oh * P_SH - PH, iw0 = ow0 * P_SW - PW;
+    int rows = 0;                                     /* window rows that count (AveragePool) */
+#pragma unroll
+    for (int kh = 0; kh < P_KH; kh++) {
+        int ih = ih0 + kh * P_DH;
+        rows += P_INCL ? (ih >= -PH && ih < H + PHE) : (ih >= 0 && ih < H);
+    }
+#ifdef P_STRIP
+    if (iw0 >= 0 && ow0 + P_VW <= OW && iw0 + (P_KW - 1) + P_SW * P_VW - 1 < W) {
+        float8 acc = (float8)(P_INIT);
+#pragma unroll
+        for (int kh = 0; kh < P_KH; kh++) {
+            int ih = ih0 + kh * P_DH;
+            if (ih < 0 || ih >= H) continue;
+            __global const store_t *xr = xc + ih * W + iw0;
+#pragma unroll
+            for (int kw = 0; kw < P_KW; kw++) P_COMBINE_V(acc, P_STRIP(xr + kw));
+        }
+#if !P_MAX
+        acc /= (float)(rows * P_KW);                  /* every column of the strip is inside */
+#endif
+        long i = y_off + row + ow0;
+        STORE(y, i, acc.s0); STORE(y, i + 1, acc.s1); STORE(y, i + 2, acc.s2); STORE(y, i + 3, acc.s3);
+        STORE(y, i + 4, acc.s4); STORE(y, i + 5, acc.s5); STORE(y, i + 6, acc.s6); STORE(y, i + 7, acc.s7);
+        return;
+    }
+#endif
+    for (int j = 0; j < P_VW && ow0 + j < OW; j++) {  /* border strips: clip every tap */
+        float acc = P_INIT;
+        int iwj = iw0 + j * P_SW, cols = 0;
+#pragma unroll
+        for (int kw = 0; kw < P_KW; kw++) {
+            int iw = iwj + kw * P_DW;
+            cols += P_INCL ? (iw >= -PW && iw < W + PWE) : (iw >= 0 && iw < W);
+        }
+#pragma unroll
+        for (int kh = 0; kh < P_KH; kh++) {
+            int ih = ih0 + kh * P_DH;
+            if (ih < 0 || ih >= H) continue;
+            __global const store_t *xr = xc + ih * W;
+#pragma unroll
+            for (int kw = 0; kw < P_KW; kw++) {
+                int iw = iwj + kw * P_DW;
+                if (iw >= 0 && iw < W) { float v = LOAD(xr, iw); P_COMBINE(acc, v); }
             }
         }
+#if !P_MAX
+        acc /= (float)(rows * cols);
+#endif
+        STORE(y, y_off + row + ow0 + j, acc);
     }
-    STORE(y, y_off + i, is_max ? acc : acc / (float)count);
 }

@@ -93,6 +93,42 @@ __kernel void softmax_rows(__global const store_t *x, int x_off, __global store_
     }
 }
 
+/* Softmax along the last, contiguous axis on CPU devices (PoCL): one work-item per row, rows
+ * of length N read 8 at a time (vload8 / vload_half8) with the builtin exp on float8. Why: on
+ * PoCL a work-group runs as a loop over its work-items and every barrier of softmax_rows' trees
+ * splits that loop (for rows of ~200 elements the trees and barriers cost more than the
+ * arithmetic), and the scalar exp calls do not vectorise; the vector exp of PoCL's kernel
+ * library does. Three passes over the row: max, sum of exp(x - max), exp(x - max) / sum (the
+ * exp recomputed rather than stored, so float16 storage keeps the float quotient, as the
+ * reference). The tail of a row that is not a multiple of 8 is scalar. */
+#ifdef HALF_STORAGE
+#define SM_LOAD8(p) vload_half8(0, (p))
+#define SM_STORE8(v, p) vstore_half8_rte((v), 0, (p))
+#else
+#define SM_LOAD8(p) vload8(0, (p))
+#define SM_STORE8(v, p) vstore8((v), 0, (p))
+#endif
+__kernel void softmax_vec(__global const store_t *x, int x_off, __global store_t *y, int y_off,
+                          int N, int rows) {
+    int r = get_global_id(0);
+    if (r >= rows) return;
+    __global const store_t *xr = x + x_off + (long)r * N;
+    __global store_t *yr = y + y_off + (long)r * N;
+    int n8 = N & ~7;
+    float8 m8 = (float8)(-INFINITY);
+    for (int j = 0; j < n8; j += 8) m8 = fmax(m8, SM_LOAD8(xr + j));
+    float4 m4 = fmax(m8.lo, m8.hi);
+    float peak = fmax(fmax(m4.x, m4.y), fmax(m4.z, m4.w));
+    for (int j = n8; j < N; j++) peak = fmax(peak, LOAD(xr, j));
+    float8 s8 = (float8)(0.0f);
+    for (int j = 0; j < n8; j += 8) s8 += exp(SM_LOAD8(xr + j) - peak);
+    float4 s4 = s8.lo + s8.hi;
+    float total = (s4.x + s4.y) + (s4.z + s4.w);
+    for (int j = n8; j < N; j++) total += exp(LOAD(xr, j) - peak);
+    for (int j = 0; j < n8; j += 8) SM_STORE8(exp(SM_LOAD8(xr + j) - peak) / total, yr + j);
+    for (int j = n8; j < N; j++) STORE(yr, j, exp(LOAD(xr, j) - peak) / total);
+}
+
 /* LayerNormalization over the last K elements of each row: mean, then mean of squared
  * deviations (two passes, as the reference), y = (x - mean) * inv_std * scale + bias. */
 __kernel void layernorm_rows(__global const store_t *x, int x_off, __global const store_t *scale, int s_off,

@@ -4,8 +4,9 @@ Schemes (the planner takes the applicable one of lowest cost; flops = 2 N M OH O
 
 * ``direct`` -- one work-item per output element looping over C/group x KH x KW; any groups,
   strides, dilations, pads. Cost: flops (x1.0). Work-group size tuned.
-* ``depthwise`` -- group == C (M a multiple of C): one work-item per output, KH x KW taps of one
-  channel. Cost: 0.5 flops.
+* ``depthwise`` -- group == C (M a multiple of C): grid (ceil(OW / 8), OH, N M), a strip of 8
+  outputs of one row per work-item (vector loads inside the input, scalar at the borders), the
+  window compiled in so the KH x KW taps unroll, no index divisions. Cost: 0.5 flops.
 * ``gemm_1x1`` -- 1x1, stride 1, no pads, group 1: Y[n] = W (M x C) @ X[n] (C x HW) + bias,
   the batched GEMM straight on the input. Cost: 0.35 flops.
 * ``im2col_gemm`` -- any geometry: ``im2col`` unfolds every (image, group) into a WORKSPACE
@@ -89,7 +90,7 @@ class DirectTail:
 
 
 class ConvDirect(CLKernel):
-    """direct and depthwise: one work-item per output element."""
+    """direct: one work-item per output element."""
 
     tunable = True
     entry = "conv_direct"
@@ -111,8 +112,54 @@ class ConvDirect(CLKernel):
                 *self.tail.post]
 
 
-class ConvDepthwise(ConvDirect):
-    entry = "conv_depthwise"
+DW_VW = 8
+"""Outputs per work-item of ``conv_depthwise`` (a strip along a row; DW_VW in cl/conv.cl)."""
+
+
+class ConvDepthwise(CLKernel):
+    """depthwise: grid (ceil(OW / 8), OH, N * M), a strip of 8 outputs per work-item, no index divisions; the
+    window geometry is compiled in (``DW_*`` defines) so the taps unroll. The tuned parameter
+    is the work-group shape (LX, LY, 1): one (image, channel) plane per work-group."""
+
+    tunable = True
+
+    def setup(self, spec: NodeSpec) -> None:
+        g = self.geom = Geometry(spec)
+        self.tail = DirectTail(self, spec)
+        self.knl = self.ctx.kernel("conv", "conv_depthwise", **storage_defines(spec.inputs[0]), **self.tail.defines,
+                                   DW_KH=g.KH, DW_KW=g.KW, DW_SH=g.SH, DW_SW=g.SW, DW_DH=g.DH, DW_DW=g.DW)
+        self.strips = -(-g.OW // DW_VW)
+        self.local = window_locals(self.strips, g.OH)[0]
+
+    def candidates(self) -> list[Any]:
+        return window_locals(self.strips, self.geom.OH)
+
+    def launches(self, local: Any) -> list[Launch]:
+        g = self.geom
+        return [Launch(self.knl, (self.strips, g.OH, g.N * g.M), local,
+                       [("in", 0), ("in", 1), ("in?", 2), ("out", 0), g.C, g.H, g.W, g.M, g.OH, g.OW,
+                        g.PH, g.PW, g.M // g.C, int(g.has_bias), *self.tail.args]),
+                *self.tail.post]
+
+
+def window_locals(strips: int, oh: int) -> list[tuple[int, int, int]]:
+    """Work-group shapes (LX, LY, 1) for a grid (strips, OH, planes) (depthwise conv, pooling):
+    LX the power of two covering a row's strips (at most 64) or half of it, LY 1, 2, 4 or 8 rows
+    of one plane (more rows per work-group pays off on small planes: MobileNet's 7x7, 14x14).
+    The first is the untuned default."""
+    lx = 1 << max(0, min(6, (max(strips, 1) - 1).bit_length()))
+    out: list[tuple[int, int, int]] = []
+    for x in (lx, lx // 2):
+        if x < 1:
+            continue
+        for y in (1, 2, 4, 8):
+            if y > 1 and (y // 2) >= oh:
+                continue
+            if x * y > 256:
+                continue
+            if (x, y, 1) not in out:
+                out.append((x, y, 1))
+    return out
 
 
 class GemmConv(CLKernel):
@@ -283,7 +330,7 @@ def _schemes(fused: bool) -> tuple[Scheme, ...]:
         Scheme("direct", lambda b, s: ConvDirect(b, s), applies=when(_conv2d), cost=_cost(1.0),
                doc="one work-item per output element" + tail),
         Scheme("depthwise", lambda b, s: ConvDepthwise(b, s), applies=when(_depthwise_ok), cost=_cost(0.5),
-               doc="group == C: KH x KW taps of one channel per output" + tail),
+               doc="group == C: a strip of 8 outputs per work-item, KH x KW taps unrolled" + tail),
         Scheme("gemm_1x1", lambda b, s: Conv1x1(b, s), applies=when(_is_1x1), cost=_cost(0.35),
                doc="1x1 stride 1: GEMM W @ X[n], bias fused" + tail),
         Scheme("im2col_gemm", lambda b, s: ConvIm2col(b, s), applies=when(_im2col_ok),

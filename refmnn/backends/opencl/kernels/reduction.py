@@ -6,7 +6,9 @@ axes, (outer, N, inner) for Softmax-13 along ``axis`` (Softmax-1/11: coerced to 
 (scheme ``workgroup_tree``): its work-items stride over the row and combine partial results with
 a tree in local memory. The work-group size (a power of two, 16..256, capped near R) is tuned.
 A reduction over non-adjacent axes is not supported (the node falls back). Empty rows: Sum 0,
-Mean NaN, Max -inf, Min +inf (as the reference).
+Mean NaN, Max -inf, Min +inf (as the reference). Softmax along the last axis on a CPU device
+(PoCL) runs one row per work-item instead (``softmax_vec``: float8 loads and the vector exp, no
+barriers; the tuned size is rows per work-group).
 """
 
 from __future__ import annotations
@@ -85,8 +87,23 @@ class Softmax(WorkGroupRows):
         else:
             outer, N, inner = numel(shape[:axis]), shape[axis], numel(shape[axis + 1:])
         self.row, self.groups = N, outer * inner if N else 0
-        self.knl = self.ctx.kernel("reduction", "softmax_rows", **storage_defines(spec.inputs[0]))
-        self.args = [("in", 0), ("out", 0), N, max(inner, 1)]
+        # On CPU devices a row along the last axis is one work-item's (softmax_vec, float8 with
+        # the vector exp); the work-groups' trees are for GPUs (see cl/reduction.cl).
+        self.vec = self.ctx.is_cpu and inner == 1
+        entry = "softmax_vec" if self.vec else "softmax_rows"
+        self.knl = self.ctx.kernel("reduction", entry, **storage_defines(spec.inputs[0]))
+        self.args = [("in", 0), ("out", 0), N, outer if self.vec else max(inner, 1)]
+
+    def candidates(self) -> list[Any]:
+        if self.vec:   # rows per work-group
+            return [(c,) for c in (1, 2, 4, 8, 16, 32) if c == 1 or c <= self.groups]
+        return super().candidates()
+
+    def launches(self, local: Any) -> list[Launch]:
+        if self.vec:
+            local = local or (min(8, max(self.groups, 1)),)
+            return [Launch(self.knl, (self.groups,), local, self.args)]
+        return super().launches(local)
 
 
 class LayerNorm(WorkGroupRows):
@@ -124,7 +141,7 @@ KERNELS = (
                             doc="one work-group per output, local-memory tree"),),
                 since=1, dtypes=FLOATS | {DType.int64}) for op in RCODES),  # int64: the axes input
     KernelDef("Softmax", (Scheme("workgroup_tree", lambda b, s: Softmax(b, s), cost=_elements,
-                                 doc="one work-group per row: max, sum of exp, normalise"),),
+                                 doc="one work-group per row (CPU, last axis: one row per work-item): max, sum of exp, normalise"),),
               since=1, dtypes=FLOATS),
     KernelDef("LayerNormalization", (Scheme("workgroup_tree", lambda b, s: LayerNorm(b, s),
                                             applies=_layernorm_ok, cost=_elements,
