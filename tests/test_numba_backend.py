@@ -585,3 +585,71 @@ def test_gemm(ta, tb, alpha, beta, c_shape, fused):
     model = make_model([node], [("A", F, a_shape)], [("Y", F, None)], initializers=inits,
                        extra_opsets=[("refmnn", 1)] if fused else ())
     check_node(model, {"A": rand(*a_shape)}, must_run=("blas",))
+
+
+# ---------------------------------------------------------------------------------------------
+# GEMM inside one parallel loop (the OpenMP layer's path) and the threading layers
+
+
+@pytest.mark.parametrize(("ta", "tb", "batch", "shape"), [
+    (False, False, 0, (37, 29, 53)), (True, False, 0, (64, 17, 9)), (False, True, 0, (5, 31, 70)),
+    (True, True, 0, (33, 8, 41)), (False, False, 3, (11, 13, 40)), (False, False, 1, (50, 7, 3)),
+])
+@pytest.mark.parametrize("epilogue", [False, True])
+def test_gemm_in_region(ta, tb, batch, shape, epilogue, monkeypatch):
+    """Gemm's ``region`` path (sgemm per panel inside one prange, epilogue per panel) against
+    NumPy: transposed operands, batches (shared and broadcast weights), odd panel sizes."""
+    from refmnn.backends.numba import _blas
+    from refmnn.backends.numba.kernels import fused
+
+    monkeypatch.setattr(_blas, "REGION_SPLIT_MIN_FLOPS", 0)
+    gemm = _blas.Gemm(2, True, True)
+    if gemm.region is None:
+        pytest.skip("no ILP64 cblas_sgemm in NumPy's OpenBLAS")
+    m, k, n = shape
+    lead = (batch,) if batch else ()
+    a = rand(*lead, k, m).swapaxes(-1, -2) if ta else rand(*lead, m, k)
+    if batch == 3:  # weights shared by the batch
+        b = rand(k, n)
+    else:
+        b = rand(*lead, n, k).swapaxes(-1, -2) if tb else rand(*lead, k, n)
+    out = np.full((*lead, m, n), np.nan, np.float32)
+    want = np.matmul(a, b)
+    ep = None
+    if epilogue:
+        bias, z = rand(m), rand(*lead, m, n)
+        ep = (bias, z, True, True, fused.CLIP, np.float32(0), np.float32(-0.5), np.float32(0.7))
+        want = np.clip((want + bias[:, None]) + z, -0.5, 0.7)
+    gemm.begin()
+    try:
+        gemm(a, b, out, epilogue=ep)
+    finally:
+        gemm.end()
+    assert rel_l2(out, want) <= 1e-5
+
+
+@pytest.mark.parametrize("layer", ["workqueue", "omp"])
+def test_threading_layers_and_sessions_on_several_threads(layer):
+    """Each threading layer (fixed per process: a subprocess each) runs a conv + 1x1 + matmul
+    model at 2 threads like the reference, also from four Python threads at once."""
+    code = f"""
+import threading, numpy as np, numba, refmnn
+from refmnn.backends.base import BackendConfig
+from tests.test_numba_backend import conv_model, rand, rel_l2
+model = conv_model((2, 32, 40, 40), (64, 32, 1, 1))
+x = {{"X": rand(2, 32, 40, 40)}}
+want = refmnn.Session(model, check=False).run(x)["Y"]
+cfg = {{"numba": BackendConfig(threads=2, options={{"threading_layer": "{layer}"}})}}
+sessions = [refmnn.Session(model, backends=("numba",), configs=cfg, check=False) for _ in range(4)]
+errors = []
+def work(s):
+    for _ in range(20):
+        errors.append(rel_l2(s.run(x)["Y"], want))
+threads = [threading.Thread(target=work, args=(s,)) for s in sessions]
+[t.start() for t in threads]; [t.join() for t in threads]
+assert numba.threading_layer() == "{layer}", numba.threading_layer()
+assert len(errors) == 80 and max(errors) <= 1e-5, max(errors)
+"""
+    env = {k: v for k, v in __import__("os").environ.items() if k != "NUMBA_THREADING_LAYER"}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env,
+                   cwd=str(Path(__file__).resolve().parent.parent))

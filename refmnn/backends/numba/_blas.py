@@ -7,8 +7,12 @@ Threads: OpenBLAS's own worker threads spin after each call, and so do OpenMP's;
 ``prange`` loops between GEMMs both pools fight for the cores (on a loaded two-core machine a
 1x1 convolution took 100x longer). So while the backend runs, NumPy's OpenBLAS is set to one
 thread (restored after the run) and :func:`gemm` splits a large product into ``threads``
-column or row panels computed by a small thread pool, one sgemm each. Without a recognised
-OpenBLAS (another BLAS vendor) the thread count is left alone and the split is skipped.
+column or row panels, one sgemm each: on the OpenMP (or TBB) threading layer inside one Numba
+parallel loop whose workers call ``cblas_sgemm`` themselves (``region``, :mod:`.kernels.sgemm`,
+a 1-2 us launch, so products from ``REGION_SPLIT_MIN_FLOPS`` are split), on the ``workqueue``
+layer (or with ``gemm="pool"``) over a small Python thread pool. Without a recognised OpenBLAS
+(another BLAS vendor) the thread count is left alone and the split is skipped; without its
+ILP64 ``cblas_sgemm`` export the pool is used.
 A ``finish`` callback lets a caller apply its epilogue to each panel on the thread that has
 just computed it (``gemm_1x1``'s bias + residual + activation), with no second launch.
 """
@@ -29,11 +33,17 @@ import numpy as np
 #   [96, 16] @ [16, 12544] (38.5 MFLOP) 825 split / 1225 one (quieter); 669 / 579 (loaded)
 #   [144, 24] @ [24, 3136] (21.7 MFLOP) 366 / 298;  [384, 64] @ [64, 196] (9.6 MFLOP) 148 / 116
 SPLIT_MIN_FLOPS = 3e7
+# The same inside one Numba parallel loop on the OpenMP layer, whose launch costs 1-2 us.
+REGION_SPLIT_MIN_FLOPS = 2e6
+F32 = np.dtype(np.float32)
+_NO_EPILOGUE = (np.zeros(1, np.float32), np.zeros(1, np.float32), False, False, 0,
+                np.float32(0), np.float32(0), np.float32(0))
 
 
 class _OpenBlas:
     def __init__(self) -> None:
         self.set = self.get = None
+        self.sgemm64: int | None = None  # address of the ILP64 cblas_sgemm, if exported
         here = os.path.dirname(np.__file__)
         for path in glob.glob(os.path.join(here, "..", "numpy.libs", "*openblas*")) + \
                 glob.glob(os.path.join(here, ".dylibs", "*openblas*")):
@@ -48,6 +58,11 @@ class _OpenBlas:
                     if setter is not None and getter is not None:
                         setter.argtypes, getter.restype = [ctypes.c_int], ctypes.c_int
                         self.set, self.get = setter, getter
+                        for name in ("scipy_cblas_sgemm64_", "cblas_sgemm64_"):
+                            fn = getattr(lib, name, None)
+                            if fn is not None:
+                                self.sgemm64 = ctypes.cast(fn, ctypes.c_void_p).value
+                                break
                         return
 
 
@@ -69,13 +84,23 @@ def _panel(a: np.ndarray, b: np.ndarray, out: np.ndarray, box, finish) -> None: 
 
 class Gemm:
     """``out = a @ b`` for 2-D (or batched) float32 views on ``threads`` threads: split into
-    panels over refmnn's pool with a one-thread BLAS (``split``), or left to the BLAS's pool."""
+    panels with a one-thread BLAS (``split``) -- inside one Numba parallel loop (``region``, the
+    OpenMP layer: :mod:`.kernels.sgemm`) or over refmnn's thread pool -- or left to the BLAS's
+    own pool (``split=False``)."""
 
-    def __init__(self, threads: int, split: bool = True) -> None:
+    def __init__(self, threads: int, split: bool = True, region: bool = False) -> None:
         self.threads = max(1, threads)
         self.split = split
+        lib = openblas()
+        self.region = None
+        if split and region and self.threads > 1 and lib.set is not None and lib.sgemm64:
+            from refmnn.backends.numba.kernels import sgemm
+
+            sgemm.register(lib.sgemm64)
+            self.region = sgemm
         self.pool = ThreadPoolExecutor(self.threads - 1, thread_name_prefix="refmnn-gemm") \
-            if split and self.threads > 1 and openblas().set is not None else None
+            if split and self.region is None and self.threads > 1 and lib.set is not None \
+            else None
         self._saved: int | None = None
 
     def begin(self) -> None:
@@ -91,11 +116,18 @@ class Gemm:
             lib.set(self._saved)
             self._saved = None
 
-    def __call__(self, a: np.ndarray, b: np.ndarray, out: np.ndarray, finish=None) -> None:
+    def __call__(self, a: np.ndarray, b: np.ndarray, out: np.ndarray, finish=None,
+                 epilogue=None) -> None:
         """``out = a @ b``; then ``finish(panel, i0, i1, j0, j1)`` on each panel
         ``out[..., i0:i1, j0:j1]``, called by the thread that computed it, right after its
         sgemm (a fused epilogue while the panel is in cache; one call on the whole output when
-        the product is not split)."""
+        the product is not split). ``epilogue``, ``(bias, z, has_b, has_z, act, alpha, lo,
+        hi)`` of :func:`.kernels.fused.epilogue_rows`, is the same epilogue in the form the
+        ``region`` path runs inside its parallel loop (required there when ``finish`` is given:
+        without it such products take the other paths)."""
+        if self.region is not None and self._saved is not None and \
+                (finish is None or epilogue is not None) and self._in_region(a, b, out, epilogue):
+            return
         if out.ndim < 2 or a.ndim < 2 or b.ndim < 2 or out.size == 0:
             np.matmul(a, b, out=out)
             if finish is not None and out.ndim >= 2:
@@ -123,6 +155,46 @@ class Gemm:
         _panel(*jobs[0], finish)
         for f in futures:
             f.result()
+
+    def _in_region(self, a, b, out, epilogue) -> bool:  # type: ignore[no-untyped-def]
+        """Run the product as :func:`.kernels.sgemm.gemm_panels`; False (nothing done) when the
+        operands do not fit it: not float32, not 2-D/3-D, strides BLAS cannot take."""
+        if out.ndim not in (2, 3) or out.dtype != F32 or not out.flags.c_contiguous or \
+                a.dtype != F32 or b.dtype != F32 or a.ndim > out.ndim or b.ndim > out.ndim:
+            return False
+        m, n = out.shape[-2], out.shape[-1]
+        k = a.shape[-1]
+        batch = out.shape[0] if out.ndim == 3 else 1
+        if m == 0 or n == 0 or k == 0 or batch == 0:
+            return False
+        ops = []
+        for x in (a, b):
+            sb = 0
+            if x.ndim == 3:
+                if x.shape[0] != batch:
+                    return False
+                sb = x.strides[0] // 4 if batch > 1 else 0
+            s0, s1 = x.strides[-2], x.strides[-1]
+            rows, cols = x.shape[-2], x.shape[-1]
+            if (s1 == 4 or cols == 1) and s0 % 4 == 0 and s0 >= 4 * cols:
+                ops.append((111, s0 // 4, sb))
+            elif (s0 == 4 or rows == 1) and s1 % 4 == 0 and s1 >= 4 * rows:
+                ops.append((112, s1 // 4, sb))
+            else:
+                return False
+        (ta, lda, sa), (tb, ldb, sbb) = ops
+        flops = 2.0 * m * n * k * batch
+        if flops < REGION_SPLIT_MIN_FLOPS:
+            return False  # one sgemm on the calling thread: the plain path
+        parts = 1 if batch >= self.threads else self.threads
+        if epilogue is None:
+            epilogue = _NO_EPILOGUE
+        bias, z, has_b, has_z, act, alpha, lo, hi = epilogue
+        with self.region.PARALLEL_LOCK:
+            self.region.gemm_panels(a.ctypes.data, b.ctypes.data, out.reshape(-1), ta, tb, lda,
+                                    ldb, m, n, k, batch, sa, sbb, parts, n >= m, bias,
+                                    z.reshape(-1), has_b, has_z, act, alpha, lo, hi)
+        return True
 
     def close(self) -> None:
         if self.pool is not None:

@@ -13,12 +13,16 @@ Configuration (:class:`refmnn.backends.BackendConfig`):
 
 * ``threads``: Numba's worker threads for ``prange`` loops (``numba.set_num_threads`` in
   :meth:`NumbaBackend.begin_run`), capped at ``NUMBA_NUM_THREADS`` (default: all cores). The
-  BLAS GEMMs of the ``*gemm*``, ``winograd`` and ``blas`` schemes run on NumPy's sgemm split
-  into ``threads`` panels by refmnn's own thread pool, with NumPy's OpenBLAS set to one thread
-  during the run (see :mod:`refmnn.backends.numba._blas` for why).
-* ``options["gemm"]``: ``"split"`` (default, as above) or ``"blas"``: leave threading to the BLAS
-  library (OpenBLAS's own pool, ``OPENBLAS_NUM_THREADS``). On a quiet machine the two are close;
-  under load ``"blas"`` was up to 10x slower (its workers spin against Numba's).
+  BLAS GEMMs of the ``*gemm*``, ``winograd`` and ``blas`` schemes run NumPy's OpenBLAS sgemm
+  held at one thread during the run, split into ``threads`` panels by refmnn (see
+  :mod:`refmnn.backends.numba._blas` for why).
+* ``options["gemm"]``: ``"split"`` (default): on the OpenMP (or TBB) layer the panels run inside
+  one Numba parallel loop, each worker calling ``cblas_sgemm`` and the fused epilogue itself
+  (:mod:`.kernels.sgemm`: one 1-2 us launch per product); on ``workqueue`` over refmnn's own
+  Python thread pool (20-50 us per handed-off panel). ``"pool"``: always the Python pool.
+  ``"blas"``: leave threading to OpenBLAS's own pool (``OPENBLAS_NUM_THREADS``) -- its
+  spinning workers fight Numba's: 5-10x slower at 2 threads (squeezenet1_1 243 ms, resnet18
+  276 ms on the OpenMP layer).
 * ``options["cache_dir"]``: where compiled kernels are cached on disk (default
   ``NUMBA_CACHE_DIR`` if set, else ``~/.cache/refmnn/numba``), in a sub-folder named by
   :func:`kernel_fingerprint`, a hash of this package's sources: Numba itself invalidates a
@@ -30,14 +34,47 @@ Configuration (:class:`refmnn.backends.BackendConfig`):
   the process (the first ``kernels()`` call of any NumbaBackend), since Numba picks the cache
   location when a function is decorated.
 
-* ``options["threading_layer"]`` (default ``"workqueue"``): Numba's threading layer for the
-  ``prange`` loops, unless ``NUMBA_THREADING_LAYER`` is set. Measured on a loaded two-core
-  machine, a parallel ``im2col`` took 10x longer on the OpenMP layer (workers waking up late,
-  or spinning against the GEMM threads) than on ``workqueue``. ``workqueue`` does not allow two
-  threads inside parallel loops at once, so every parallel kernel call takes
-  :data:`refmnn.backends.numba.kernels._common.PARALLEL_LOCK`: sessions on several Python
-  threads stay safe, their parallel loops just take turns. Like the cache directory, the layer
-  must be chosen before the process's first parallel loop runs.
+* ``options["threading_layer"]`` (default ``"omp"``, or ``"workqueue"`` where Numba finds no
+  OpenMP runtime): Numba's threading layer for the ``prange`` loops, unless
+  ``NUMBA_THREADING_LAYER`` is set; ``options["omp_wait"]`` (default ``"passive"``): OpenMP's
+  wait policy, set as ``OMP_WAIT_POLICY`` unless ``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT`` or
+  ``KMP_BLOCKTIME`` is set already (``"active"``: workers spin between loops; ``None``: leave
+  it to the runtime, whose GNU default spins ~300k iterations). Both must be chosen before the
+  process's first parallel loop (the layer is fixed per process, the policy is read when the
+  OpenMP runtime loads). Numba's ``workqueue`` workers sleep between loops: entering one costs
+  73-111 us on the shared two-core VM, against 1-2 us on OpenMP, and a MobileNet runs ~100
+  of them. Measured end to end there (median ms of 25 runs per process, each configuration
+  in its own process, shuffled and repeated; medians over the processes; "region" = the GEMM
+  panels inside the parallel loop, "pool" = on the Python pool)::
+
+      quieter machine     workqueue + pool   omp + region, passive   (onnxruntime, 2 threads)
+      2 threads
+      mobilenet_v2        17.3               9.1                     4.0
+      squeezenet1_1       15.4               7.3                     5.2
+      resnet18            29.3               21.3                    17.2
+      bert6               31.3               25.4                    17.0
+      1 thread
+      mobilenet_v2        15.3               12.8
+      squeezenet1_1       15.7               12.1
+      resnet18            43.6               41.2
+      bert6               43.1               40.8
+
+  Under load (another process's two busy workers on the two cores), per-process medians at 2
+  threads, workqueue against OpenMP: with the GEMM on the Python pool and OpenMP's default
+  spinning, mobilenet_v2 15.6-16.8 against 12.1-92.6, resnet18 41-43 against 105-204 (the
+  spinning workers starve the pool's thread, and wait for descheduled partners: why
+  ``workqueue`` was the default before); with the region GEMM and no spinning, 14.8 / 13.5
+  (mobilenet_v2), 13.7 / 11.1 (squeezenet1_1), 39.0 / 38.7 (resnet18), 43.1 / 41.1 (bert6) in
+  one round -- but 44.6 / 148 (resnet18) and 44.7 / 88 (bert6) in another, heavier one.
+  Spinning (``"active"``) was as fast as passive on a quiet machine and far worse under load
+  (squeezenet1_1 7 ms in one process, 338 ms in the next); ``"blas"`` GEMMs were 5-10x slower.
+  So the default is ``omp`` + region + passive, the fastest here when the cores are free
+  (1.2-2.1x at 2 threads, 1.05-1.3x at 1); on a machine shared with other busy processes,
+  ``threading_layer="workqueue"`` degrades more gracefully. Every parallel kernel call takes
+  :data:`refmnn.backends.numba.kernels._common.PARALLEL_LOCK`: ``workqueue`` aborts the
+  process if two threads enter parallel loops at once, and on OpenMP (thread-safe) two
+  sessions' loops on the same cores would only oversubscribe them; so sessions on several
+  Python threads stay safe and their parallel loops take turns.
 
 ``import refmnn.backends.numba`` does not import Numba; :meth:`probe` and :meth:`kernels` do.
 """
@@ -82,13 +119,41 @@ def _configure_cache(cache_dir: str | None) -> None:
     numba_config.CACHE_DIR = path
 
 
-def _configure_threads(layer: str | None) -> None:
-    """Choose Numba's threading layer unless the environment or the user's code already did."""
+def _configure_threads(layer: str | None, wait: str | None = "passive") -> None:
+    """Choose Numba's threading layer unless the environment or the user's code already did;
+    on the OpenMP layer also OpenMP's wait policy (``OMP_WAIT_POLICY``), unless set already."""
     import numba
 
     chosen = "NUMBA_THREADING_LAYER" in os.environ or numba.config.THREADING_LAYER != "default"
+    if layer == "omp" and not _omp_available():
+        layer = "workqueue"
     if layer and not chosen:
         numba.config.THREADING_LAYER = layer
+    if wait and str(numba.config.THREADING_LAYER).lower() in ("omp", "default") and not any(
+            v in os.environ for v in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")):
+        # read once, when the OpenMP runtime loads (Numba's first parallel loop)
+        os.environ["OMP_WAIT_POLICY"] = str(wait).upper()
+
+
+def _omp_available() -> bool:
+    try:
+        from numba.np.ufunc import omppool  # noqa: F401 - needs an OpenMP runtime (libgomp)
+    except Exception:  # noqa: BLE001
+        return False
+    return True
+
+
+def threading_layer() -> str:
+    """The threading layer Numba runs ``prange`` loops on (its threads are started if needed)."""
+    import numba
+
+    try:
+        return numba.threading_layer()
+    except ValueError:  # no parallel loop has run yet
+        from numba.np.ufunc.parallel import _launch_threads
+
+        _launch_threads()
+        return numba.threading_layer()
 
 
 class NumbaBackend(HostMemory, Backend):
@@ -107,8 +172,10 @@ class NumbaBackend(HostMemory, Backend):
         if self._gemm is None:
             from refmnn.backends.numba._blas import Gemm
 
-            split = str(self.config.options.get("gemm", "split")).lower() != "blas"
-            self._gemm = Gemm(self._threads(), split)
+            mode = str(self.config.options.get("gemm", "split")).lower()
+            self.kernels()  # the threading layer is configured first
+            region = mode == "split" and threading_layer() in ("omp", "tbb")  # "pool": never
+            self._gemm = Gemm(self._threads(), mode != "blas", region)
         return self._gemm
 
     def _threads(self) -> int:
@@ -129,7 +196,8 @@ class NumbaBackend(HostMemory, Backend):
     def kernels(self) -> Sequence[KernelDef]:
         if self._kernels is None:
             _configure_cache(self.config.options.get("cache_dir"))
-            _configure_threads(self.config.options.get("threading_layer", "workqueue"))
+            opts = self.config.options
+            _configure_threads(opts.get("threading_layer", "omp"), opts.get("omp_wait", "passive"))
             from refmnn.backends.numba.kernels import all_kernel_defs
 
             self._kernels = all_kernel_defs()

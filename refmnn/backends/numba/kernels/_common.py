@@ -40,7 +40,8 @@ _UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 PARALLEL_LOCK = threading.Lock()
 """Held around every call of a ``parallel=True`` kernel: Numba's workqueue threading layer
-aborts the process if two threads enter parallel loops at once."""
+aborts the process if two threads enter parallel loops at once; the OpenMP layer is thread-safe,
+but two sessions' loops at once would only oversubscribe the cores, so they take turns there too."""
 
 
 def contiguous_strides(shape: Sequence[int]) -> list[int]:

@@ -573,7 +573,8 @@ class Gemm1x1Conv(ConvBase):
                 epilogue_rows(o, b, z, has_b, has_z, ep.act, ep.alpha, ep.lo, ep.hi,
                               i0, i1, j0, j1)
 
-            self.backend.gemm(wm, x[n].reshape(c, p), o, finish)
+            self.backend.gemm(wm, x[n].reshape(c, p), o, finish,
+                              (b, z, has_b, has_z, ep.act, ep.alpha, ep.lo, ep.hi))
 
 
 # ---------------------------------------------------------------------------------------------
