@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-pytest.importorskip("pytest_benchmark")
+pytest.importorskip("pytest_benchmark", reason="pytest-benchmark is in refmnn's test extra")
 
 
 def _run(path: str, selection: str) -> subprocess.CompletedProcess[str]:
