@@ -110,3 +110,15 @@ def test_onnx_flops_counts_matmul_and_conv() -> None:
     conv_macs = 4 * 6 * 6 * 3 * 3 * 3
     matmul_macs = 5 * 144
     assert onnx_flops(model) == 2 * (conv_macs + matmul_macs)
+
+
+def test_worker_thread_environment_limits_every_runtime_incl_pocl():
+    """Each runtime reads its own variable; PoCL's pthread driver here reads
+    POCL_MAX_PTHREAD_COUNT (POCL_CPU_MAX_CU_NUM alone left an opencl "1 thread" run on 2 cores)."""
+    from refmnn.benchmark.worker import thread_environment
+
+    env = thread_environment(1, {"PATH": "/bin"})
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS",
+                "POCL_MAX_PTHREAD_COUNT", "POCL_CPU_MAX_CU_NUM"):
+        assert env[var] == "1", var
+    assert env["PATH"] == "/bin"
