@@ -166,3 +166,6 @@ def _erf_float32(x: np.ndarray) -> np.ndarray:
 
 erf64 = _erf
 erf_float32 = _erf_float32
+ERF32_P, ERF32_Q = _ERF32_P, _ERF32_Q
+"""The float32 fit's coefficients, low order first (Q monic), for kernels that evaluate the same
+fit (numba's ``_common.erf32``, OpenCL's ``erf_fit`` in ``cl/epilogue.cl``): one source."""

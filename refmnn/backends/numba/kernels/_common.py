@@ -18,6 +18,7 @@ from numba import njit
 
 from refmnn.backends.base import NodeSpec
 from refmnn.dtypes import DType
+from refmnn.ops._erf import ERF32_P, ERF32_Q
 
 RANK = 4
 F32 = frozenset({DType.float32})
@@ -132,12 +133,8 @@ def row_sum_sq_dev(x, base, n, mean):  # type: ignore[no-untyped-def]
 # erf for float32 results: the reference's own rational fit (refmnn/ops/_erf.py,
 # erf(x) = x P(x^2) / Q(x^2) on x clipped to [-4, 4], float64 arithmetic, <= 0.52 ulp once
 # rounded to float32). Branch-free, so the loops that call it vectorise, unlike libm's erf.
-_P = (-1819717.3933324947, -269161.8112137465, -82147.59809869605, -4767.103874630562,
-      -493.09344082862833, 0.46550463181774127, 0.07231236090662692)
-_Q = (-1612682.549185351, -776099.3567067042, -170232.5154816521, -21757.33139263358,
-      -1676.9707913573423, -66.12038813958696)
-P0, P1, P2, P3, P4, P5, P6 = _P
-Q0, Q1, Q2, Q3, Q4, Q5 = _Q
+P0, P1, P2, P3, P4, P5, P6 = ERF32_P
+Q0, Q1, Q2, Q3, Q4, Q5, _ = ERF32_Q  # monic: the last coefficient is 1
 
 
 @njit(inline="always", **JIT)

@@ -2,7 +2,8 @@
  *
  * erf_fit(x) -- erf of a float (erf_fit_d: the same in double, used by Gelu): the reference's
  * own float32 fit (refmnn/ops/_erf.py, _ERF32_P / _ERF32_Q): erf(x) = x P(x^2) / Q(x^2) with x
- * clipped to [-4, 4] (erf(4) rounds to 1.0f), evaluated in double and rounded once, so it is within 1 ulp of the reference.
+ * clipped to [-4, 4] (erf(4) rounds to 1.0f), evaluated in double and rounded once, so it is
+ * within 1 ulp of the reference (the coefficients come from the host: see erf_fit_d).
  * Why not the builtin erf()? On PoCL (CPU) it is an out-of-line scalar call (~9 ns per element)
  * and stops the work-item loop from vectorising; two degree-6 polynomials and one divide in
  * double vectorise and run ~4x faster. Devices without cl_khr_fp64 keep the builtin.
@@ -18,11 +19,12 @@
 inline double erf_fit_d(double v) {
     v = v < -4.0 ? -4.0 : (v > 4.0 ? 4.0 : v);          /* NaN compares false: stays NaN */
     double z = v * v;
-    double p = ((((((0.07231236090662692 * z + 0.46550463181774127) * z - 493.09344082862833) * z
-                 - 4767.103874630562) * z - 82147.59809869605) * z - 269161.8112137465) * z
-                - 1819717.3933324947);
-    double q = ((((((z - 66.12038813958696) * z - 1676.9707913573423) * z - 21757.33139263358) * z
-                 - 170232.5154816521) * z - 776099.3567067042) * z - 1612682.549185351);
+    /* ERF_P0..ERF_P6, ERF_Q0..ERF_Q5: defined by the host from refmnn/ops/_erf.py (ERF32_P,
+     * ERF32_Q; Q is monic), so the reference and this kernel share one set of coefficients */
+    double p = ((((((ERF_P6 * z + ERF_P5) * z + ERF_P4) * z + ERF_P3) * z + ERF_P2) * z + ERF_P1) * z
+                + ERF_P0);
+    double q = ((((((z + ERF_Q5) * z + ERF_Q4) * z + ERF_Q3) * z + ERF_Q2) * z + ERF_Q1) * z
+                + ERF_Q0);
     return p / q * v;
 }
 inline float erf_fit(float x) { return (float)erf_fit_d((double)x); }

@@ -24,6 +24,19 @@ F32 = frozenset({DType.float32})
 FLOATS = frozenset({DType.float32, DType.float16})
 
 
+def _erf_prelude() -> str:
+    """``#define ERF_P0 ...`` lines: the reference's Erf fit (``refmnn.ops._erf``) for
+    ``erf_fit_d`` in ``cl/epilogue.cl``, written with round-trip digits."""
+    from refmnn.ops._erf import ERF32_P, ERF32_Q
+
+    lines = [f"#define ERF_P{i} ({c!r})" for i, c in enumerate(ERF32_P)]
+    lines += [f"#define ERF_Q{i} ({c!r})" for i, c in enumerate(ERF32_Q[:-1])]  # Q is monic
+    return "\n".join(lines) + "\n"
+
+
+ERF_PRELUDE = _erf_prelude()
+
+
 def _default_tune_path() -> Path:
     return Path.home() / ".cache" / "refmnn" / "opencl-tuning.json"
 
@@ -73,7 +86,8 @@ class Context:
         key = (family, tuple(sorted((k, str(v)) for k, v in defines.items())))
         prg = self._programs.get(key)
         if prg is None:
-            source = "\n".join((CL_DIR / f"{name}.cl").read_text() for name in ("common", "epilogue", family))
+            source = "\n".join([ERF_PRELUDE] + [(CL_DIR / f"{name}.cl").read_text()
+                                                for name in ("common", "epilogue", family)])
             options = [f"-D{k}={v}" if v != "" else f"-D{k}" for k, v in key[1]]
             try:
                 prg = cl.Program(self.cl, source).build(options=options, cache_dir=self.cache_dir)
