@@ -185,7 +185,11 @@ def test_reduce(op, axes, keepdims):  # type: ignore[no-untyped-def]
                            inits=[("axes", np.array(axes, np.int64))])
     else:
         model = node_model(op, [shape], {"axes": list(axes), "keepdims": keepdims})
-    every_scheme(model, {"x0": randn(*shape)}, tol=1e-6)
+    # tol: the work-group tree adds up to 111 float32 terms in another order than NumPy's
+    # pairwise sum, and standard-normal data cancel (a mean near 0.1 from terms near 1), so the
+    # relative error of the result reaches ~1e-6 on some draws (1.007e-6 seen); a wrong or
+    # missing term costs ~1e-2.
+    every_scheme(model, {"x0": randn(*shape)}, tol=1e-5)
 
 
 def test_reduce_sum_empty_axis():  # type: ignore[no-untyped-def]
