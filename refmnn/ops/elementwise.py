@@ -615,8 +615,8 @@ def _clip(X: np.ndarray, lo: Any, hi: Any) -> np.ndarray:
         return _clip(X.astype(np.float32), lo, hi).astype(X.dtype)
     # np.clip is min(max(X, lo), hi) in one pass, NaN-propagating, and gives hi where lo > hi.
     # The bounds go in as 0-d arrays of X's dtype: NumPy scalars take a path ~10x slower.
-    bound = (lambda b: None if b is None else np.asarray(b, dtype=X.dtype))
-    return np.asarray(np.clip(X, bound(lo), bound(hi)))  # asarray: a 0-d X gives a scalar
+    lo, hi = (None if b is None else np.asarray(b, dtype=X.dtype) for b in (lo, hi))
+    return np.asarray(np.clip(X, lo, hi))  # asarray: a 0-d X gives a scalar
 
 
 def _attr_bound(value: float | None, dtype: np.dtype, default: float) -> Any:
