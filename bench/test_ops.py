@@ -19,23 +19,14 @@ not define yet is skipped, saying so: without the reference there is nothing to 
 from __future__ import annotations
 
 import os
-import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
-THREADS = int(os.environ.get("REFMNN_BENCH_THREADS", "1"))
-if "numpy" in sys.modules:  # pragma: no cover - depends on the pytest plugins loaded
-    import warnings
+import numpy as np
+import pytest
 
-    warnings.warn("numpy was imported before bench/test_ops.py set the BLAS thread count; "
-                  "set OMP_NUM_THREADS/OPENBLAS_NUM_THREADS in the environment", stacklevel=1)
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, str(THREADS))
-
-from collections.abc import Callable  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
-from typing import Any  # noqa: E402
-
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+THREADS = int(os.environ.get("REFMNN_BENCH_THREADS", "1"))  # bench/conftest.py applies it
 
 pytest.importorskip("pytest_benchmark")
 

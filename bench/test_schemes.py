@@ -21,22 +21,13 @@ Run::
 from __future__ import annotations
 
 import os
-import sys
+from typing import Any
 
-THREADS = int(os.environ.get("REFMNN_BENCH_THREADS", "1"))
+import numpy as np
+import pytest
+
+THREADS = int(os.environ.get("REFMNN_BENCH_THREADS", "1"))  # bench/conftest.py applies it
 BACKEND = os.environ.get("REFMNN_BENCH_BACKEND", "numba")
-if "numpy" in sys.modules:  # pragma: no cover - depends on the pytest plugins loaded
-    import warnings
-
-    warnings.warn("numpy was imported before bench/test_schemes.py set the BLAS thread count; "
-                  "set OMP_NUM_THREADS/OPENBLAS_NUM_THREADS in the environment", stacklevel=1)
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, str(THREADS))
-
-from typing import Any  # noqa: E402
-
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
 
 pytest.importorskip("pytest_benchmark")
 

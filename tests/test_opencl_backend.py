@@ -360,9 +360,9 @@ def test_depthwise_float16(case):  # type: ignore[no-untyped-def]
     assert "Conv/depthwise" in checked, checked
 
 
-@pytest.mark.parametrize("act", ["relu6", "sigmoid", "gelu"])
-@pytest.mark.parametrize("case", DEPTHWISE[:3], ids=lambda c: f"{c[0]}x{c[1]}")
-def test_fused_depthwise_strips(case, act):  # type: ignore[no-untyped-def]
+def _conv_residual_act(case, act):  # type: ignore[no-untyped-def]
+    """Conv -> Add(residual z) -> activation on ``case`` = (x shape, w shape, attrs, bias):
+    the model and its feeds (z shaped like the conv's output)."""
     x_shape, w_shape, attrs, bias = case
     conv = helper.make_node("Conv", ["x", "w", *(["b"] if bias else [])], ["c"], name="conv", **attrs)
     add = helper.make_node("Add", ["c", "z"], ["s"], name="res")
@@ -375,6 +375,13 @@ def test_fused_depthwise_strips(case, act):  # type: ignore[no-untyped-def]
     model = make_model([conv, add, *acts], [("x", F, x_shape), ("z", F, y_shape)], [("y", F, None)],
                        initializers=inits)
     feeds = {"x": randn(*x_shape), "z": randn(*y_shape)}
+    return model, feeds
+
+
+@pytest.mark.parametrize("act", ["relu6", "sigmoid", "gelu"])
+@pytest.mark.parametrize("case", DEPTHWISE[:3], ids=lambda c: f"{c[0]}x{c[1]}")
+def test_fused_depthwise_strips(case, act):  # type: ignore[no-untyped-def]
+    model, feeds = _conv_residual_act(case, act)
     assert _fused_ops(model, feeds) == ["FusedConv"]
     assert "FusedConv/depthwise" in every_scheme(model, feeds, tol=3e-6)
 
@@ -492,18 +499,7 @@ FUSED_ACTS = ["relu", "relu6", "leaky", "sigmoid", "tanh", "gelu"]
 def test_fused_conv_every_scheme(case, act):  # type: ignore[no-untyped-def]
     """Conv -> Add(residual) -> activation becomes one FusedConv; every applicable scheme
     applies the residual and the activation in its store and matches the unfused reference."""
-    x_shape, w_shape, attrs, bias = case
-    conv = helper.make_node("Conv", ["x", "w", *(["b"] if bias else [])], ["c"], name="conv", **attrs)
-    add = helper.make_node("Add", ["c", "z"], ["s"], name="res")
-    acts, act_inits = _act_nodes(act, "s", "y")
-    inits = [numpy_helper.from_array(randn(*w_shape), "w"), *act_inits]
-    if bias:
-        inits.append(numpy_helper.from_array(randn(w_shape[0]), "b"))
-    conv_only = refmnn.Session(node_model("Conv", [x_shape], attrs, inits=[("w", randn(*w_shape))]), check=False)
-    y_shape = conv_only.run({"x0": randn(*x_shape)})["y0"].shape
-    model = make_model([conv, add, *acts], [("x", F, x_shape), ("z", F, y_shape)], [("y", F, None)],
-                       initializers=inits)
-    feeds = {"x": randn(*x_shape), "z": randn(*y_shape)}
+    model, feeds = _conv_residual_act(case, act)
     assert _fused_ops(model, feeds) == ["FusedConv"]
     checked = every_scheme(model, feeds, tol=3e-6)
     assert "FusedConv/direct" in checked and len(checked) >= 2, checked

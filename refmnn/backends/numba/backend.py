@@ -81,6 +81,7 @@ Configuration (:class:`refmnn.backends.BackendConfig`):
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from collections.abc import Sequence
@@ -107,12 +108,20 @@ def kernel_fingerprint(root: Path | None = None) -> str:
     return digest.hexdigest()[:16]
 
 
+@functools.lru_cache(maxsize=1)
+def _own_fingerprint() -> str:
+    """:func:`kernel_fingerprint` of the installed package, read once per process (Numba fixes
+    the cache location when the kernel modules are first imported, so later edits of the
+    sources could not take effect in this process anyway)."""
+    return kernel_fingerprint()
+
+
 def _configure_cache(cache_dir: str | None) -> None:
     """Point Numba's on-disk cache at ``<cache_dir>/<kernel_fingerprint()>`` (before the kernel
     modules are imported); ``cache_dir`` defaults to ``NUMBA_CACHE_DIR`` or
     ``~/.cache/refmnn/numba``."""
     base = cache_dir or os.environ.get("NUMBA_CACHE_DIR") or "~/.cache/refmnn/numba"
-    path = os.path.join(os.path.abspath(os.path.expanduser(base)), kernel_fingerprint())
+    path = os.path.join(os.path.abspath(os.path.expanduser(base)), _own_fingerprint())
     os.makedirs(path, exist_ok=True)
     import numba.core.config as numba_config
 

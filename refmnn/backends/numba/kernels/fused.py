@@ -67,6 +67,33 @@ def activate(act, v, alpha, lo, hi):
     return v
 
 
+@njit(inline="always", **JIT)
+def activate_row(row, act, alpha, lo, hi):
+    """``row[:] = act(row)`` in place, one loop per activation so that the common ones (relu,
+    clip, gelu) vectorise; the epilogue pass applies it to each row, and so do the kernels that
+    apply their epilogue row by row in L1."""
+    n = row.shape[0]
+    if act == RELU:
+        for i in range(n):
+            v = row[i]
+            row[i] = v if (v > 0 or v != v) else 0
+    elif act == CLIP:
+        for i in range(n):
+            v = row[i]
+            if v < lo:
+                v = lo
+            if v > hi:
+                v = hi
+            row[i] = v
+    elif act == GELU:
+        for i in range(n):
+            v = np.float64(row[i])
+            row[i] = 0.5 * v * (1.0 + erf32(v * SQRT1_2))
+    elif act != NONE:
+        for i in range(n):
+            row[i] = activate(act, row[i], alpha, lo, hi)
+
+
 @njit(**PJIT)
 def epilogue_kernel(y, b, z, has_b, has_z, sizes, sb, sz, act, alpha, lo, hi):
     """y = act((y + b) + z) in place, over six collapsed axes (y contiguous); ``prange`` over
@@ -112,17 +139,7 @@ def epilogue_kernel(y, b, z, has_b, has_z, sizes, sb, sz, act, alpha, lo, hi):
             else:
                 for i in range(n5):
                     yv[i] = yv[i] + z[pz + i * z5]
-        if act == RELU:  # the common activations get their own loops (vectorised)
-            for i in range(n5):
-                v = yv[i]
-                yv[i] = v if (v > 0 or v != v) else 0
-        elif act == GELU:
-            for i in range(n5):
-                v = np.float64(yv[i])
-                yv[i] = 0.5 * v * (1.0 + erf32(v * SQRT1_2))
-        elif act != NONE:
-            for i in range(n5):
-                yv[i] = activate(act, yv[i], alpha, lo, hi)
+        activate_row(yv, act, alpha, lo, hi)
 
 
 epilogue_serial = njit(**JIT)(epilogue_kernel.py_func)  # the same loops on the calling thread
@@ -131,32 +148,6 @@ epilogue_serial = njit(**JIT)(epilogue_kernel.py_func)  # the same loops on the 
 # element in L2 (200k elements: ~15 us), a parallel launch on the workqueue layer 50-100 us on
 # the shared two-core VM (measured with an empty prange loop).
 EPILOGUE_PARALLEL_MIN = 1 << 21
-
-
-@njit(inline="always", **JIT)
-def activate_row(row, act, alpha, lo, hi):
-    """``row[:] = act(row)`` in place, one loop per activation so that the common ones (relu,
-    clip, gelu) vectorise; used by the kernels that apply their epilogue row by row in L1."""
-    n = row.shape[0]
-    if act == RELU:
-        for i in range(n):
-            v = row[i]
-            row[i] = v if (v > 0 or v != v) else 0
-    elif act == CLIP:
-        for i in range(n):
-            v = row[i]
-            if v < lo:
-                v = lo
-            if v > hi:
-                v = hi
-            row[i] = v
-    elif act == GELU:
-        for i in range(n):
-            v = np.float64(row[i])
-            row[i] = 0.5 * v * (1.0 + erf32(v * SQRT1_2))
-    elif act != NONE:
-        for i in range(n):
-            row[i] = activate(act, row[i], alpha, lo, hi)
 
 
 @njit(**JIT)
