@@ -653,3 +653,34 @@ assert len(errors) == 80 and max(errors) <= 1e-5, max(errors)
     env = {k: v for k, v in __import__("os").environ.items() if k != "NUMBA_THREADING_LAYER"}
     subprocess.run([sys.executable, "-c", code], check=True, env=env,
                    cwd=str(Path(__file__).resolve().parent.parent))
+
+
+def test_each_jit_build_has_its_own_disk_cache_entry():  # type: ignore[no-untyped-def]
+    """Numba keys its disk cache by module, qualified name, signature and bytecode, not by the
+    jit options: two builds of one Python function (a parallel kernel and its serial copy)
+    would overwrite each other's cached machine code, and a later process could run the serial
+    loops where the parallel ones were asked for. Every dispatcher of the kernel modules must
+    therefore have a (module, qualified name) of its own (see ``_common.renamed``)."""
+    import importlib
+    import pkgutil
+
+    from numba.core.registry import CPUDispatcher
+
+    import refmnn.backends.numba.kernels as package
+
+    owners: dict[tuple[str, str], str] = {}
+    seen = 0
+    for info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        for attr, value in vars(module).items():
+            if not isinstance(value, CPUDispatcher) or value.__module__ != module.__name__:
+                continue
+            key = (value.py_func.__module__, value.py_func.__qualname__)
+            assert owners.setdefault(key, f"{module.__name__}.{attr}") == f"{module.__name__}.{attr}", \
+                f"{owners[key]} and {module.__name__}.{attr} share the cache name {key}"
+            seen += 1
+    assert seen > 20  # the scan found the kernels
+    from refmnn.backends.numba.kernels import conv, fused
+    assert conv.conv_depthwise3x3_serial.targetoptions.get("parallel") is not True
+    assert conv.conv_depthwise3x3.targetoptions.get("parallel") is True
+    assert fused.epilogue_serial.py_func.__qualname__ == "epilogue_kernel_serial"

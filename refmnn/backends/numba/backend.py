@@ -36,23 +36,28 @@ Configuration (:class:`refmnn.backends.BackendConfig`):
 
 * ``options["threading_layer"]`` (default ``"omp"``, or ``"workqueue"`` where Numba finds no
   OpenMP runtime): Numba's threading layer for the ``prange`` loops, unless
-  ``NUMBA_THREADING_LAYER`` is set; ``options["omp_wait"]`` (default ``"passive"``): OpenMP's
-  wait policy, set as ``OMP_WAIT_POLICY`` unless ``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT`` or
-  ``KMP_BLOCKTIME`` is set already (``"active"``: workers spin between loops; ``None``: leave
-  it to the runtime, whose GNU default spins ~300k iterations). Both must be chosen before the
-  process's first parallel loop (the layer is fixed per process, the policy is read when the
-  OpenMP runtime loads). Numba's ``workqueue`` workers sleep between loops: entering one costs
-  73-111 us on the shared two-core VM, against 1-2 us on OpenMP, and a MobileNet runs ~100
-  of them. Measured end to end there (median ms of 25 runs per process, each configuration
-  in its own process, shuffled and repeated; medians over the processes; "region" = the GEMM
-  panels inside the parallel loop, "pool" = on the Python pool)::
+  ``NUMBA_THREADING_LAYER`` is set; ``options["omp_wait"]`` (default: none, the runtime's own
+  policy): OpenMP's wait policy, set as ``OMP_WAIT_POLICY`` unless ``OMP_WAIT_POLICY``,
+  ``GOMP_SPINCOUNT`` or ``KMP_BLOCKTIME`` is set already. GNU OpenMP's default lets a worker
+  spin ~300k iterations (a fraction of a millisecond) after a loop before it sleeps: a model's
+  loops follow each other within microseconds, so entering one costs 1.5-3.6 us, while an idle
+  process's workers are asleep. ``"passive"`` (sleep at once) costs 35-56 us per loop on the
+  shared two-core VM (mobilenet_v2 10.2 against 8.4 ms, fresh processes); ``"active"`` spins
+  for ever. Both choices are fixed per process before its first parallel loop (the layer by
+  Numba, the policy when the OpenMP runtime loads, which probing for it does). Numba's
+  ``workqueue`` workers sleep between loops: entering one costs 73-111 us, and a MobileNet runs
+  ~100 of them. Measured end to end (median ms of 25 runs per process, each configuration in
+  its own process, shuffled and repeated; medians over the processes; "region" = the GEMM
+  panels inside the parallel loop, "pool" = on the Python pool; the OpenMP column ran with the
+  runtime's default policy -- an ``OMP_WAIT_POLICY=PASSIVE`` meant for it was set only after
+  the runtime had loaded, found and fixed later)::
 
-      quieter machine     workqueue + pool   omp + region, passive   (onnxruntime, 2 threads)
+      quieter machine     workqueue + pool   omp + region       (onnxruntime, 2 threads)
       2 threads
-      mobilenet_v2        17.3               9.1                     4.0
-      squeezenet1_1       15.4               7.3                     5.2
-      resnet18            29.3               21.3                    17.2
-      bert6               31.3               25.4                    17.0
+      mobilenet_v2        17.3               9.1                4.0
+      squeezenet1_1       15.4               7.3                5.2
+      resnet18            29.3               21.3               17.2
+      bert6               31.3               25.4               17.0
       1 thread
       mobilenet_v2        15.3               12.8
       squeezenet1_1       15.7               12.1
@@ -60,21 +65,20 @@ Configuration (:class:`refmnn.backends.BackendConfig`):
       bert6               43.1               40.8
 
   Under load (another process's two busy workers on the two cores), per-process medians at 2
-  threads, workqueue against OpenMP: with the GEMM on the Python pool and OpenMP's default
-  spinning, mobilenet_v2 15.6-16.8 against 12.1-92.6, resnet18 41-43 against 105-204 (the
-  spinning workers starve the pool's thread, and wait for descheduled partners: why
-  ``workqueue`` was the default before); with the region GEMM and no spinning, 14.8 / 13.5
-  (mobilenet_v2), 13.7 / 11.1 (squeezenet1_1), 39.0 / 38.7 (resnet18), 43.1 / 41.1 (bert6) in
-  one round -- but 44.6 / 148 (resnet18) and 44.7 / 88 (bert6) in another, heavier one.
-  Spinning (``"active"``) was as fast as passive on a quiet machine and far worse under load
-  (squeezenet1_1 7 ms in one process, 338 ms in the next); ``"blas"`` GEMMs were 5-10x slower.
-  So the default is ``omp`` + region + passive, the fastest here when the cores are free
+  threads, workqueue against OpenMP: with the GEMM on the Python pool, mobilenet_v2 15.6-16.8
+  against 12.1-92.6, resnet18 41-43 against 105-204 (the spinning workers starve the pool's
+  thread, and wait for descheduled partners: why ``workqueue`` was the default before); with
+  the region GEMM, 14.8 / 13.5 (mobilenet_v2), 13.7 / 11.1 (squeezenet1_1), 39.0 / 38.7
+  (resnet18), 43.1 / 41.1 (bert6) in one round -- but 44.6 / 148 (resnet18) and 44.7 / 88
+  (bert6) in another, heavier one. ``"active"`` was far worse under load (squeezenet1_1 7 ms in
+  one process, 338 ms in the next); ``"blas"`` GEMMs were 5-10x slower. So the default is
+  ``omp`` + region + the runtime's bounded spin, the fastest here when the cores are free
   (1.2-2.1x at 2 threads, 1.05-1.3x at 1); on a machine shared with other busy processes,
-  ``threading_layer="workqueue"`` degrades more gracefully. Every parallel kernel call takes
-  :data:`refmnn.backends.numba.kernels._common.PARALLEL_LOCK`: ``workqueue`` aborts the
-  process if two threads enter parallel loops at once, and on OpenMP (thread-safe) two
-  sessions' loops on the same cores would only oversubscribe them; so sessions on several
-  Python threads stay safe and their parallel loops take turns.
+  ``threading_layer="workqueue"`` or ``omp_wait="passive"`` degrade more gracefully. Every
+  parallel kernel call takes :data:`refmnn.backends.numba.kernels._common.PARALLEL_LOCK`:
+  ``workqueue`` aborts the process if two threads enter parallel loops at once, and on OpenMP
+  (thread-safe) two sessions' loops on the same cores would only oversubscribe them; so
+  sessions on several Python threads stay safe and their parallel loops take turns.
 
 ``import refmnn.backends.numba`` does not import Numba; :meth:`probe` and :meth:`kernels` do.
 """
@@ -128,20 +132,21 @@ def _configure_cache(cache_dir: str | None) -> None:
     numba_config.CACHE_DIR = path
 
 
-def _configure_threads(layer: str | None, wait: str | None = "passive") -> None:
+def _configure_threads(layer: str | None, wait: str | None = None) -> None:
     """Choose Numba's threading layer unless the environment or the user's code already did;
     on the OpenMP layer also OpenMP's wait policy (``OMP_WAIT_POLICY``), unless set already."""
     import numba
 
     chosen = "NUMBA_THREADING_LAYER" in os.environ or numba.config.THREADING_LAYER != "default"
+    effective = numba.config.THREADING_LAYER if chosen else layer
+    if wait and str(effective).lower() in ("omp", "default") and not any(
+            v in os.environ for v in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")):
+        # read once, when the OpenMP runtime loads: before _omp_available() loads it
+        os.environ["OMP_WAIT_POLICY"] = str(wait).upper()
     if layer == "omp" and not _omp_available():
         layer = "workqueue"
     if layer and not chosen:
         numba.config.THREADING_LAYER = layer
-    if wait and str(numba.config.THREADING_LAYER).lower() in ("omp", "default") and not any(
-            v in os.environ for v in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")):
-        # read once, when the OpenMP runtime loads (Numba's first parallel loop)
-        os.environ["OMP_WAIT_POLICY"] = str(wait).upper()
 
 
 def _omp_available() -> bool:
@@ -206,7 +211,7 @@ class NumbaBackend(HostMemory, Backend):
         if self._kernels is None:
             _configure_cache(self.config.options.get("cache_dir"))
             opts = self.config.options
-            _configure_threads(opts.get("threading_layer", "omp"), opts.get("omp_wait", "passive"))
+            _configure_threads(opts.get("threading_layer", "omp"), opts.get("omp_wait"))
             from refmnn.backends.numba.kernels import all_kernel_defs
 
             self._kernels = all_kernel_defs()

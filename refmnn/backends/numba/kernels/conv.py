@@ -13,8 +13,11 @@ What a launch costs decides much here: on the shared two-core VM these kernels w
 entering an empty ``prange`` loop took 50-100 us on the workqueue layer (waking a sleeping
 worker; 1-2 us on OpenMP, whose workers spin), and handing a panel to the GEMM pool 20-50 us,
 while many MobileNet layers compute in 50-200 us. So small kernels run serial copies of their
-loops (``depthwise3x3`` below 2^18 outputs, the epilogue below 2^21 elements) and small products
-are not split (:mod:`refmnn.backends.numba._blas`).
+loops (``depthwise3x3`` below 2^12 outputs on OpenMP and 2^18 on workqueue, the epilogue below
+2^21 elements) and small products are not split (:mod:`refmnn.backends.numba._blas`). The
+depthwise threshold was 2^18 on both layers until an A/B on OpenMP (one process, sessions
+built with each threshold, 30 interleaved runs, medians at 2 threads): 2^18 / 2^15 / 2^12 gave
+mobilenet_v2 8.35 / 7.38 / 7.32 ms and mobilenet_v1 14.63 / 12.98 / 12.91 ms.
 
 ``direct`` -- any group, stride, dilation and padding.
     ``prange`` over (n, oc); for each input channel and kernel tap, a scalar weight times a row
@@ -80,13 +83,15 @@ import numpy as np
 from numba import njit, prange
 
 from refmnn.backends.base import Kernel, KernelDef, NodeSpec, Scheme, Storage
-from refmnn.backends.numba.kernels._common import F32, JIT, PARALLEL_LOCK, PJIT, window_params
+from refmnn.backends.numba.kernels._common import (F32, JIT, PARALLEL_LOCK, PJIT, renamed,
+                                                  window_params)
 from refmnn.backends.numba.kernels.fused import (NONE, Epilogue, activate_row, epilogue_ok,
                                                  epilogue_rows)
 from refmnn.ops.fused import DOMAIN as FUSED_DOMAIN
 
 GEMM_CALL = 2e5  # per sgemm call (and its packing launch), in flop units (~4 us at 50 GFLOP/s)
-DEPTHWISE_PARALLEL_MIN = 1 << 18  # outputs from which depthwise3x3 runs its parallel loops
+DEPTHWISE_PARALLEL_MIN = 1 << 12  # outputs from which depthwise3x3 runs its parallel loops,
+DEPTHWISE_PARALLEL_MIN_WORKQUEUE = 1 << 18  # on OpenMP / on workqueue (its launches cost more)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -362,7 +367,8 @@ def _depthwise3x3(x, w, bias, out, s, pt, pl, mult, act, alpha, lo, hi, scratch,
 
 
 conv_depthwise3x3 = njit(**PJIT)(_depthwise3x3)
-conv_depthwise3x3_serial = njit(**JIT)(_depthwise3x3)  # the same loops, one thread, no launch
+# the same loops, one thread, no launch (its own name: see _common.renamed)
+conv_depthwise3x3_serial = njit(**JIT)(renamed(_depthwise3x3, "_serial"))
 
 
 @njit(**PJIT)
@@ -484,7 +490,11 @@ class Depthwise3x3Conv(ConvBase):
         ep.active = ep.z_input is not None
         kh, kw, sh, sw, *_ = self.params
         n, oc, oh, ow = (int(d) for d in spec.outputs[0].shape)
-        self.parallel = n * oc * oh * ow >= DEPTHWISE_PARALLEL_MIN
+        from refmnn.backends.numba.backend import threading_layer
+
+        wq = threading_layer() == "workqueue"
+        self.parallel = n * oc * oh * ow >= (DEPTHWISE_PARALLEL_MIN_WORKQUEUE if wq else
+                                             DEPTHWISE_PARALLEL_MIN)
         self.parts = numba.config.NUMBA_NUM_THREADS if self.parallel else 1
         if sh == 1:  # the padded plane and acc (see _depthwise3x3)
             pitch, planes = (ow - 1) + 3, ((oh - 1) + 3) * ((ow - 1) + 3)

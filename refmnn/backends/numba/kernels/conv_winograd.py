@@ -22,7 +22,7 @@ notation: input ``[N, C, H, W]``, weights ``[OC, C, 3, 3]``, output ``[N, OC, OH
 Winograd cost, F(m x m, 3x3) with ``a = m + 2`` and ``tiles = ceil(OH/m) * ceil(OW/m)``::
 
     N * (2 * a*a * OC * C * tiles                  the sgemms (whole tiles, border waste included)
-         + 84 * a*a * (C + OC) * tiles             the input and output transforms, per element
+         + 60 * a*a * (C + OC) * tiles             the input and output transforms, per element
          + 20 * a*a * OC * C                       reading U, once per image
          + 2 * 2e5)                                the sgemm calls
 
@@ -38,15 +38,20 @@ then the median of 10 such processes (ms; load from other users moved single run
     128 @ 28x28  3.36         2.04          1.42          winograd_f43
     256 @ 14x14  3.37         2.11          1.88          winograd_f43
     512 @ 7x7    3.99         3.92          3.94          im2col_gemm
+    16->64 @ 55  0.47         0.57          0.24          winograd_f43 (see below)
     ===========  ===========  ============  ============  ======================
 
 At 7x7 the three are tied within the noise (each won some runs; im2col_gemm two of the three
 most loaded ones). The fit gave 17 for U's coefficient (at the fitted scale, 20 units are about
 0.3 ns per 4-byte element, 13 GB/s); 20 breaks the tie towards im2col_gemm, which streams 4x
 less weight memory than F(4,3) and keeps no transformed copy of the weights. The transform
-coefficient, 84 units (about 1.3 ns per element), is shared by both schemes: measured alone,
-either scheme's transforms took 0.6 to 4 ns per element, the most on the smallest planes, where
-each parallel loop has little work to share out.
+coefficient is shared by both schemes: measured alone, either scheme's transforms took 0.6 to
+4 ns per element, the most on the smallest planes, where each parallel loop has little work to
+share out. The fit gave 84 units (about 1.3 ns per element); that priced F(4,3) above
+im2col_gemm on SqueezeNet's 16 -> 64 channel layers at 55x55 (few input channels, so the
+transforms weigh more against the GEMM), where F(4,3) measured 2x faster (bench/test_schemes.py,
+``conv3x3_16to64_55``, 2 threads, medians of 20: the last row, C != OC). 60 units orders all
+five layers as measured and keeps every choice of the first four.
 """
 
 from __future__ import annotations
@@ -58,7 +63,7 @@ from refmnn.backends.base import NodeSpec, Storage
 from refmnn.backends.numba.kernels._common import PARALLEL_LOCK, PJIT
 from refmnn.backends.numba.kernels.conv import GEMM_CALL, ConvBase
 
-WINOGRAD_TRANSFORM = 84.0  # per element of V or M written / read by the tile transforms
+WINOGRAD_TRANSFORM = 60.0  # per element of V or M written / read by the tile transforms
 WINOGRAD_U_READ = 20.0  # per element of U streamed by the sgemms (once per image)
 
 # ---------------------------------------------------------------------------------------------

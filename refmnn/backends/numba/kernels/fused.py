@@ -30,7 +30,8 @@ from numba import njit
 from numba import prange
 
 from refmnn.backends.base import NodeSpec
-from refmnn.backends.numba.kernels._common import JIT, PARALLEL_LOCK, PJIT, broadcast_layout, erf32
+from refmnn.backends.numba.kernels._common import (JIT, PARALLEL_LOCK, PJIT, broadcast_layout, erf32,
+                                                  renamed)
 
 RANK = 6
 NONE, RELU, LEAKY, CLIP, SIGMOID, TANH, GELU, GELU_TANH = range(8)
@@ -142,7 +143,8 @@ def epilogue_kernel(y, b, z, has_b, has_z, sizes, sb, sz, act, alpha, lo, hi):
         activate_row(yv, act, alpha, lo, hi)
 
 
-epilogue_serial = njit(**JIT)(epilogue_kernel.py_func)  # the same loops on the calling thread
+# the same loops on the calling thread (its own name: see _common.renamed)
+epilogue_serial = njit(**JIT)(renamed(epilogue_kernel.py_func, "_serial"))
 
 # Outputs below this many elements get the serial epilogue: a pass over them costs ~0.07 ns per
 # element in L2 (200k elements: ~15 us), a parallel launch on the workqueue layer 50-100 us on

