@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import glob
+import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 
@@ -80,6 +81,19 @@ def _panel(a: np.ndarray, b: np.ndarray, out: np.ndarray, box, finish) -> None: 
     np.matmul(a, b, out=out)
     if finish is not None:
         finish(out, *box)
+
+
+def _batch_view(x: np.ndarray, batch: tuple[int, ...]) -> np.ndarray | None:
+    """``x`` [*batch, r, c] as a [prod(batch), r, c] view, or None when its leading axes differ
+    from ``batch`` (broadcast) or cannot be merged without a copy."""
+    if x.shape[:-2] != tuple(batch):
+        return None
+    view = x.view()
+    try:
+        view.shape = (-1, *x.shape[-2:])  # raises instead of copying
+    except AttributeError:
+        return None
+    return view
 
 
 class Gemm:
@@ -159,6 +173,11 @@ class Gemm:
     def _in_region(self, a, b, out, epilogue) -> bool:  # type: ignore[no-untyped-def]
         """Run the product as :func:`.kernels.sgemm.gemm_panels`; False (nothing done) when the
         operands do not fit it: not float32, not 2-D/3-D, strides BLAS cannot take."""
+        if out.ndim > 3:  # batch axes collapsed into one where every operand allows a view
+            a, b, out = (_batch_view(x, out.shape[:-2]) if x.ndim == out.ndim else x
+                         for x in (a, b, out))
+            if a is None or b is None or out is None:
+                return False
         if out.ndim not in (2, 3) or out.dtype != F32 or not out.flags.c_contiguous or \
                 a.dtype != F32 or b.dtype != F32 or a.ndim > out.ndim or b.ndim > out.ndim:
             return False
@@ -186,7 +205,9 @@ class Gemm:
         flops = 2.0 * m * n * k * batch
         if flops < REGION_SPLIT_MIN_FLOPS:
             return False  # one sgemm on the calling thread: the plain path
-        parts = 1 if batch >= self.threads else self.threads
+        # panels per item such that batch * parts is a multiple of the threads: 3 attention
+        # heads on 2 threads run as 6 half-products, not as 2 + 1 whole ones
+        parts = self.threads // math.gcd(batch, self.threads)
         if epilogue is None:
             epilogue = _NO_EPILOGUE
         bias, z, has_b, has_z, act, alpha, lo, hi = epilogue

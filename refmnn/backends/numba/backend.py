@@ -99,7 +99,7 @@ def kernel_fingerprint(root: Path | None = None) -> str:
     """A hash of every source file of this package and of Numba's version.
 
     Numba invalidates a cached function only when *its own* source file changes, not when a
-    helper it inlines from another module does (``_common.row_sum``, ``fused.activate``...), so
+    helper it inlines from another module does (``_common.erf32``, ``fused.activate``...), so
     a stale machine-code cache could silently run an old helper. Keying the cache folder by this
     fingerprint makes any edit start a fresh cache."""
     import numba

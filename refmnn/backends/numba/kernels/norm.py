@@ -1,11 +1,15 @@
 """LayerNormalization (opset 17): normalise over the trailing axes from ``axis``.
 
 Scheme ``rows`` (the only one): the input is seen as ``(rows, D)`` with ``D`` the product of the
-normalised axes; per row a float64 mean, a float64 variance (two passes, no cancellation; both
-vectorised sums, ``_common.row_sum``), then ``y = (x - mean) * inv_std * scale + bias``.
+normalised axes; per row a float64 mean, a float64 variance (two passes, no cancellation), then
+``y = (x - mean) * inv_std * scale + bias``. Two ``prange`` passes over rows: :func:`row_stats`
+(the sums, compiled with the fast-math flags that let them vectorise) and
+:func:`normalise_rows` (the output, plain IEEE arithmetic). Rows are walked through slices from
+0: the former serial loop indexed ``x[base + j]`` (signed indices: Numba's negative-index
+fix-ups stopped vectorisation) and called a sum helper per row; BERT's (1, 128, 384) rows took
+~75 us, now ~15 us at 2 threads.
 Applies: float32, only the ``Y`` output used (Mean and InvStdDev not requested), scale and bias
-with exactly ``D`` elements (they then broadcast as the normalised shape). Serial loop (rows are
-short).
+with exactly ``D`` elements (they then broadcast as the normalised shape).
 Cost: ``3 * n``.
 """
 
@@ -17,22 +21,39 @@ import numpy as np
 from numba import njit, prange
 
 from refmnn.backends.base import Kernel, KernelDef, NodeSpec, Scheme
-from refmnn.backends.numba.kernels._common import (F32, JIT, flat, numel, row_sum,
-                                                    row_sum_sq_dev, single_output)
+from refmnn.backends.numba.kernels._common import (F32, PARALLEL_LOCK, PJIT, SUM_MATH, flat,
+                                                    numel, single_output)
 
 
-@njit(**JIT)
-def layer_norm_rows(x, scale, bias, has_bias, out, rows, d, eps):
+@njit(**PJIT, fastmath=SUM_MATH)
+def row_stats(x, rows, d, eps, mean, inv):
+    """mean[r] and inv[r] = 1 / sqrt(variance + eps) of each row of d elements, in float64."""
     for r in prange(rows):
-        base = r * d
-        mean = row_sum(x, base, d) / d
-        inv = 1.0 / math.sqrt(row_sum_sq_dev(x, base, d, mean) / d + eps)
+        row = x[r * d:(r + 1) * d]
+        total = 0.0
+        for j in range(d):
+            total += row[j]
+        m = total / d
+        sq = 0.0
+        for j in range(d):
+            t = row[j] - m
+            sq += t * t
+        mean[r] = m
+        inv[r] = 1.0 / math.sqrt(sq / d + eps)
+
+
+@njit(**PJIT)
+def normalise_rows(x, scale, bias, has_bias, out, rows, d, mean, inv):
+    """out = (x - mean) * inv * scale (+ bias), row by row."""
+    for r in prange(rows):
+        row, dst = x[r * d:(r + 1) * d], out[r * d:(r + 1) * d]
+        m, s = mean[r], inv[r]
         if has_bias:
             for j in range(d):
-                out[base + j] = (x[base + j] - mean) * inv * scale[j] + bias[j]
+                dst[j] = (row[j] - m) * s * scale[j] + bias[j]
         else:
             for j in range(d):
-                out[base + j] = (x[base + j] - mean) * inv * scale[j]
+                dst[j] = (row[j] - m) * s * scale[j]
 
 
 class LayerNorm(Kernel):
@@ -47,8 +68,12 @@ class LayerNorm(Kernel):
         x, scale = inputs[0], inputs[1]
         bias = inputs[2] if len(inputs) > 2 and inputs[2] is not None else None
         b = flat(bias if bias is not None else scale)  # any array when there is no bias
-        layer_norm_rows(flat(x), flat(scale), b, bias is not None, flat(outputs[0]),
-                        self.rows, self.d, self.eps)
+        mean = np.empty(self.rows, dtype=np.float64)
+        inv = np.empty(self.rows, dtype=np.float64)
+        with PARALLEL_LOCK:
+            row_stats(flat(x), self.rows, self.d, self.eps, mean, inv)
+            normalise_rows(flat(x), flat(scale), b, bias is not None, flat(outputs[0]),
+                           self.rows, self.d, mean, inv)
 
 
 def _ok(spec: NodeSpec) -> bool:
@@ -62,6 +87,6 @@ def _ok(spec: NodeSpec) -> bool:
 KERNELS = (
     KernelDef("LayerNormalization", (Scheme("rows", lambda b, s: LayerNorm(), applies=_ok,
                                             cost=lambda spec: 2000.0 + 3 * numel(spec.inputs[0]),
-                                            doc="one pass per row, float64 statistics"),),
+                                            doc="row statistics in float64, then the output rows"),),
               since=17, dtypes=F32),
 )
