@@ -5,7 +5,8 @@ kept or both reduced are merged, leaving alternating kept (K) / reduced (R) grou
 
 Scheme ``rows`` -- applies when the groups are ``[R]`` or ``[K, R]`` (reduce trailing axes:
     global average pooling over H*W, LayerNorm-like statistics). Each output element is one
-    contiguous run of R inputs accumulated in a float64 register. Cost: ``n_in``.
+    contiguous run of R inputs accumulated in a float64 register (``prange`` over the rows).
+    Cost: ``n_in``.
 Scheme ``strided`` -- any pattern of at most four groups: a four-deep loop over the input in
     memory order accumulating into the output element addressed by kept-axis strides (0 along
     reduced axes); sums accumulate in the float32 output. Cost: ``2 * n_in`` (read-modify-write
@@ -17,38 +18,41 @@ Empty reductions follow ONNX: sum 0, mean NaN (0/0), max -inf, min +inf.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from refmnn.backends.base import Kernel, KernelDef, NodeSpec, Scheme
-from refmnn.backends.numba.kernels._common import F32, JIT, flat, numel
+from refmnn.backends.numba.kernels._common import (F32, JIT, PARALLEL_LOCK, PJIT, SUM_MATH, flat,
+                                                    numel)
 from refmnn.dtypes import DType
 
 SUM, MEAN, MAX, MIN = range(4)
 CODES = {"ReduceSum": SUM, "ReduceMean": MEAN, "ReduceMax": MAX, "ReduceMin": MIN}
 
 
-@njit(**JIT)
+@njit(**PJIT, fastmath=SUM_MATH)
 def reduce_rows(op, x, out, rows, r):
-    for k in range(rows):
-        base = k * r
+    """out[k] = the reduction of the row x[k * r:(k + 1) * r], rows in parallel. Each row is a
+    slice from 0 (signed ``x[base + j]`` indexing kept Numba's negative-index fix-ups and the
+    loop scalar) and sums use the reassociation of ``SUM_MATH`` to vectorise (ReduceMean of
+    SqueezeNet's (1, 1000, 13, 13): 115 -> 10 us at 2 threads)."""
+    for k in prange(rows):
+        row = x[k * r:(k + 1) * r]
         if op == SUM or op == MEAN:
             acc = 0.0
             for j in range(r):
-                acc += x[base + j]
+                acc += row[j]
             out[k] = acc / r if op == MEAN else acc
         elif op == MAX:
-            m = x[base] if r else -np.inf
+            m = row[0] if r else -np.inf
             for j in range(1, r):
-                v = x[base + j]
-                if v > m or v != v:
-                    m = v
+                v = row[j]
+                m = v if (v > m or v != v) else m
             out[k] = m
         else:
-            m = x[base] if r else np.inf
+            m = row[0] if r else np.inf
             for j in range(1, r):
-                v = x[base + j]
-                if v < m or v != v:
-                    m = v
+                v = row[j]
+                m = v if (v < m or v != v) else m
             out[k] = m
 
 
@@ -152,7 +156,8 @@ class Reduce(Kernel):
     def run(self, inputs, outputs, workspace):
         x, out = flat(inputs[0]), flat(outputs[0])
         if self.rows:
-            reduce_rows(self.code, x, out, self.n_rows, self.r)
+            with PARALLEL_LOCK:
+                reduce_rows(self.code, x, out, self.n_rows, self.r)
         else:
             reduce_strided(self.code, x, out, self.sizes, self.ostrides, self.count)
 
