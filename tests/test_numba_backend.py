@@ -11,6 +11,7 @@ only the first run of this file pays the JIT.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tracemalloc
@@ -684,3 +685,29 @@ def test_each_jit_build_has_its_own_disk_cache_entry():  # type: ignore[no-untyp
     assert conv.conv_depthwise3x3_serial.targetoptions.get("parallel") is not True
     assert conv.conv_depthwise3x3.targetoptions.get("parallel") is True
     assert fused.epilogue_serial.py_func.__qualname__ == "epilogue_kernel_serial"
+
+
+def test_omp_wait_option_reaches_the_openmp_runtime():  # type: ignore[no-untyped-def]
+    """``options["omp_wait"]`` must be in the environment before the OpenMP runtime loads (it
+    reads ``OMP_WAIT_POLICY`` once, then); probing for the runtime loads it, so the option was
+    once set too late and silently ignored. GNU OpenMP prints the policy it took with
+    ``OMP_DISPLAY_ENV``: its default shows as PASSIVE, the option's ACTIVE must show instead."""
+    from refmnn.backends.numba.backend import _omp_available
+
+    if not _omp_available():
+        pytest.skip("no OpenMP runtime for Numba here")
+    code = """
+from refmnn.backends.base import BackendConfig
+from refmnn.backends.numba.backend import NumbaBackend
+NumbaBackend(BackendConfig(options={"omp_wait": "active"})).kernels()
+"""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME", "NUMBA_THREADING_LAYER")}
+    env["OMP_DISPLAY_ENV"] = "TRUE"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          cwd=str(Path(__file__).resolve().parent.parent), check=True)
+    shown = [line.strip() for line in (done.stdout + done.stderr).splitlines()
+             if "OMP_WAIT_POLICY" in line]
+    if not shown:
+        pytest.skip("this OpenMP runtime does not display its settings (not GNU libgomp)")
+    assert shown == ["OMP_WAIT_POLICY = 'ACTIVE'"], shown
