@@ -16,7 +16,8 @@ Programs (``kernels/_common.py``): one per ``cl/<family>.cl`` source and set of 
 built once per process (in-process cache) and cached on disk between processes by pyopencl's
 binary cache (``options["cache_dir"]``) and PoCL's own cache (``options["pocl_cache_dir"]``,
 exported as ``POCL_CACHE_DIR`` before the first build). Work-group sizes are tuned per kernel and
-shape at prepare (a few candidates timed on scratch buffers), the winners kept in a JSON file
+shape at prepare (a few candidates timed on scratch buffers, the fastest of five runs each), the
+winners kept in a JSON file
 (``options["tune_cache"]``; ``options["tune"] = "off"`` turns tuning off and uses defaults).
 
 Configuration (:class:`refmnn.backends.BackendConfig`): ``device`` (name substring or index
