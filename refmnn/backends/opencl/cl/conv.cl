@@ -129,19 +129,30 @@ __kernel void conv_depthwise(__global const store_t *x, int x_off, __global cons
 
 /* im2col: col[n, c, kh, kw, oh * OW + ow] = X[n, c, oh*SH - PH + kh*DH, ow*SW - PW + kw*DW]
  * (zero outside). Seen as (n, group, C/group * KH * KW, OH * OW): one GEMM operand per
- * (image, group). */
+ * (image, group).
+ * Grid (OH, rows = N * C * KH * KW): a work-item fills the OW columns of one output row oh of
+ * one col row r. The row's (n*C + c, kh, kw) and the input row ih are worked out once; along
+ * ow only the column test remains, and a row that falls in the vertical padding is a run of
+ * zeros. (The former one-work-item-per-element form spent its time in five integer divisions
+ * per element: MobileNetV2's 3 -> 32 stem, 338688 elements, 2266 us of device time.) */
 __kernel void im2col(__global const store_t *x, int x_off, __global store_t *col, int col_off,
-                     int total, int C, int H, int W, int OH, int OW, int KH, int KW,
+                     int rows, int C, int H, int W, int OH, int OW, int KH, int KW,
                      int SH, int SW, int PH, int PW, int DH, int DW) {
-    int i = get_global_id(0);
-    if (i >= total) return;
-    int p = i % (OH * OW), t = i / (OH * OW);
-    int kw = t % KW; t /= KW;
-    int kh = t % KH; t /= KH;          /* t = n * C + c */
-    int oh = p / OW, ow = p % OW;
-    int ih = oh * SH - PH + kh * DH, iw = ow * SW - PW + kw * DW;
-    float v = (ih >= 0 && ih < H && iw >= 0 && iw < W) ? LOAD(x, x_off + ((long)t * H + ih) * W + iw) : 0.0f;
-    STORE(col, col_off + i, v);
+    const int oh = get_global_id(0), r = get_global_id(1);
+    if (oh >= OH || r >= rows) return;
+    const int kw = r % KW, kh = (r / KW) % KH, t = r / (KW * KH);   /* t = n * C + c */
+    const int ih = oh * SH - PH + kh * DH;
+    const long at = col_off + ((long)r * OH + oh) * OW;
+    if (ih < 0 || ih >= H) {
+        for (int ow = 0; ow < OW; ow++) STORE(col, at + ow, 0.0f);
+        return;
+    }
+    __global const store_t *src = x + x_off + ((long)t * H + ih) * W;
+    const int shift = kw * DW - PW;                     /* iw = ow * SW + shift */
+    for (int ow = 0; ow < OW; ow++) {
+        const int iw = ow * SW + shift;
+        STORE(col, at + ow, (iw >= 0 && iw < W) ? LOAD(src, iw) : 0.0f);
+    }
 }
 
 /* Winograd F(2x2, 3x3), stride 1, dilation 1, group 1. Weights are transformed once at prepare

@@ -204,8 +204,9 @@ class ConvIm2col(GemmConv):
 
     def launches(self, local: Any) -> list[Launch]:
         g = self.geom
-        unfold = Launch(self.knl, (self.n_col,), (64,) if self.n_col >= 64 else None,
-                        [("in", 0), ("ws", 0), self.n_col, g.C, g.H, g.W, g.OH, g.OW, *g.args()])
+        rows = g.N * g.C * g.KH * g.KW
+        unfold = Launch(self.knl, (g.OH, rows), None,
+                        [("in", 0), ("ws", 0), rows, g.C, g.H, g.W, g.OH, g.OW, *g.args()])
         return [unfold, self.gemm.launch(local), *([self.tail.post.launch] if self.tail.post else [])]
 
 
