@@ -330,8 +330,10 @@ def test_pool(op, attrs):  # type: ignore[no-untyped-def]
 
 
 # The strip kernels (conv_depthwise, pool2d: 8 outputs of a row per work-item, vector loads for
-# strips inside the input, scalar border strips) on rows wide enough for both paths: odd sizes,
-# pads, stride 1 and 2, dilation, channel multiplier, N > 1, float16, fused activations.
+# strips inside the input; border strips: depthwise gathers the row window into registers, pool
+# clips each tap) on rows wide enough for both paths: odd sizes, pads, stride 1, 2 and 3 (no
+# vector-load path: every strip gathers), dilation, channel multiplier, N > 1, float16, fused
+# activations, MobileNet's 14x14 (two strips, both at a border).
 DEPTHWISE = [
     ((2, 5, 13, 37), (5, 1, 3, 3), {"group": 5, "pads": [1, 1, 1, 1]}, True),
     ((1, 4, 21, 41), (4, 1, 3, 3), {"group": 4, "pads": [1, 1, 1, 1], "strides": [2, 2]}, True),
@@ -339,6 +341,8 @@ DEPTHWISE = [
     ((1, 4, 12, 25), (4, 1, 3, 3), {"group": 4, "pads": [2, 2, 2, 2], "dilations": [2, 2]}, True),
     ((1, 4, 9, 43), (4, 1, 5, 5), {"group": 4, "pads": [2, 2, 2, 2], "strides": [2, 2]}, False),
     ((3, 2, 7, 7), (2, 1, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}, True),            # 7x7: border only
+    ((1, 6, 14, 14), (6, 1, 3, 3), {"group": 6, "pads": [1, 1, 1, 1]}, True),
+    ((1, 3, 17, 40), (3, 1, 3, 3), {"group": 3, "pads": [1, 2, 1, 0], "strides": [3, 3]}, True),
 ]
 
 

@@ -47,11 +47,14 @@ _ERF32_P = (-1819717.3933324947, -269161.8112137465, -82147.59809869605, -4767.1
 _ERF32_Q = (-1612682.549185351, -776099.3567067042, -170232.5154816521, -21757.33139263358,
             -1676.9707913573423, -66.12038813958696, 1.0)
 
-# Erf works block by block: the float64 temporaries of one block (32768 elements, 256 KiB each)
-# stay in the CPU's L2 cache, which makes each NumPy pass several times cheaper than streaming
-# a multi-megabyte tensor through memory. Measured on an idle machine, float32 (1, 197, 768):
-# blocks of 8192 1.0-1.1 ms, 16384 0.78, 32768 0.73, 65536 2.0, 131072 2.8 ms.
-_ERF_BLOCK = 32768
+# Erf works block by block: the float64 temporaries of one block (16384 elements, 128 KiB each,
+# four live at once) stay in the CPU's L2 cache, which makes each NumPy pass several times
+# cheaper than streaming a multi-megabyte tensor through memory. The block leaves half of L2
+# free on purpose: on this shared 2-core machine the L2 capacity a process gets varies, and a
+# block that fills it falls off a cliff. float32 (1, 128, 1536), ms per call, measured twice:
+# on an idle machine 8192: 1.0-1.1, 16384: 0.78, 32768: 0.73, 65536: 2.0; under neighbour load
+# 8192: 1.20, 12288: 1.06, 16384: 1.01, 20480: 0.98, 32768: 1.76.
+_ERF_BLOCK = 16384
 
 
 def _horner(coefficients: tuple[float, ...], t: np.ndarray) -> np.ndarray:
@@ -128,7 +131,7 @@ def _erf(x: np.ndarray) -> np.ndarray:
       (R, S) pair on [1.25, 1/0.35) and another on [1/0.35, 6)
     * a >= 6:               erf(a) = 1 (erfc(6) < 2^-55 rounds away); erf(-x) = -erf(x).
 
-    Per block of 32768 elements (cache-sized), each piece on the index list of its elements;
+    Per block of 16384 elements (cache-sized), each piece on the index list of its elements;
     when most of a block has a < 0.84375, the first piece runs on the whole block instead (no
     index list) and the other pieces overwrite their elements. Measured against ``math.erf``
     on 2.3M points in [-10, 10] plus tiny, subnormal and special values: max error 1 ulp (98%

@@ -238,10 +238,11 @@ class CLKernel(Kernel):
     def _tune(self, spec: NodeSpec) -> Any:
         shapes = [None if t is None else (str(t.dtype), tuple(t.shape)) for t in (*spec.inputs, *spec.outputs)]
         attrs = sorted((k, repr(v)) for k, v in spec.attrs.items())
-        sig = hashlib.sha1(repr((shapes, attrs)).encode()).hexdigest()[:16]
+        candidates = self.candidates()
+        # the candidate list is part of the key: a kernel that gains candidates is tuned again
+        sig = hashlib.sha1(repr((shapes, attrs, candidates)).encode()).hexdigest()[:16]
         key = f"{self.ctx.device_key}|{type(self).__name__}|{spec.node.op}|{sig}|{TUNER}"
         cached = self.ctx.tuning.get(key)
-        candidates = self.candidates()
         if cached is not None:
             value = tuple(cached) if isinstance(cached, list) else cached
             if value in candidates:

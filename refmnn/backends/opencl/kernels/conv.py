@@ -119,7 +119,7 @@ DW_VW = 8
 class ConvDepthwise(CLKernel):
     """depthwise: grid (ceil(OW / 8), OH, N * M), a strip of 8 outputs per work-item, no index divisions; the
     window geometry is compiled in (``DW_*`` defines) so the taps unroll. The tuned parameter
-    is the work-group shape (LX, LY, 1): one (image, channel) plane per work-group."""
+    is the work-group shape (LX, LY, LZ): LZ (image, channel) planes per work-group."""
 
     tunable = True
 
@@ -129,10 +129,10 @@ class ConvDepthwise(CLKernel):
         self.knl = self.ctx.kernel("conv", "conv_depthwise", **storage_defines(spec.inputs[0]), **self.tail.defines,
                                    DW_KH=g.KH, DW_KW=g.KW, DW_SH=g.SH, DW_SW=g.SW, DW_DH=g.DH, DW_DW=g.DW)
         self.strips = -(-g.OW // DW_VW)
-        self.local = window_locals(self.strips, g.OH)[0]
+        self.local = window_locals(self.strips, g.OH, g.N * g.M)[0]
 
     def candidates(self) -> list[Any]:
-        return window_locals(self.strips, self.geom.OH)
+        return window_locals(self.strips, self.geom.OH, self.geom.N * self.geom.M)
 
     def launches(self, local: Any) -> list[Launch]:
         g = self.geom
@@ -142,23 +142,29 @@ class ConvDepthwise(CLKernel):
                 *self.tail.post]
 
 
-def window_locals(strips: int, oh: int) -> list[tuple[int, int, int]]:
-    """Work-group shapes (LX, LY, 1) for a grid (strips, OH, planes) (depthwise conv, pooling):
+def window_locals(strips: int, oh: int, planes: int) -> list[tuple[int, int, int]]:
+    """Work-group shapes (LX, LY, LZ) for a grid (strips, OH, planes) (depthwise conv, pooling):
     LX the power of two covering a row's strips (at most 64) or half of it, LY 1, 2, 4 or 8 rows
-    of one plane (more rows per work-group pays off on small planes: MobileNet's 7x7, 14x14).
-    The first is the untuned default."""
+    of one plane (more rows per work-group pays off on small planes: MobileNet's 7x7, 14x14), LZ
+    1 plane, or 4 or 16 planes where they divide ``planes`` (the kernels guard no plane index).
+    Stacking planes is for small planes: PoCL pays a fixed cost per work-group, and a 14x14
+    plane in (2, 4, 1) groups is 1536 work-groups of 8 work-items per 384 channels. The first
+    is the untuned default."""
     lx = 1 << max(0, min(6, (max(strips, 1) - 1).bit_length()))
     out: list[tuple[int, int, int]] = []
-    for x in (lx, lx // 2):
-        if x < 1:
+    for z in (1, 4, 16):
+        if planes % z:
             continue
-        for y in (1, 2, 4, 8):
-            if y > 1 and (y // 2) >= oh:
+        for x in (lx, lx // 2):
+            if x < 1:
                 continue
-            if x * y > 256:
-                continue
-            if (x, y, 1) not in out:
-                out.append((x, y, 1))
+            for y in (1, 2, 4, 8):
+                if y > 1 and (y // 2) >= oh:
+                    continue
+                if x * y * z > 256 or (z > 1 and x * y * z < 16):
+                    continue
+                if (x, y, z) not in out:
+                    out.append((x, y, z))
     return out
 
 

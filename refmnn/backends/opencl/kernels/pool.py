@@ -41,10 +41,10 @@ class Pool(CLKernel):
         self.knl = self.ctx.kernel("pool", "pool2d", **storage_defines(x), P_KH=KH, P_KW=KW, P_SH=SH, P_SW=SW,
                                    P_DH=DH, P_DW=DW, P_MAX=int(spec.node.op == "MaxPool"),
                                    P_INCL=int(spec.attrs.get("count_include_pad", 0)))
-        self.local = window_locals(self.strips, self.OH)[0]
+        self.local = window_locals(self.strips, self.OH, self.planes)[0]
 
     def candidates(self) -> list[Any]:
-        return window_locals(self.strips, self.OH)
+        return window_locals(self.strips, self.OH, self.planes)
 
     def launches(self, local: Any) -> list[Launch]:
         return [Launch(self.knl, (self.strips, self.OH, self.planes), local, [("in", 0), ("out", 0), *self.args])]
