@@ -256,8 +256,7 @@ class ConvWinograd(GemmConv):
 
     def launches(self, local: Any) -> list[Launch]:
         g = self.geom
-        tiles = self.TH * self.TW
-        n_w, n_in, n_out = g.M * g.C, g.N * g.C * tiles, g.N * g.M * tiles
+        n_w = g.M * g.C
 
         def lsize(n: int) -> tuple[int] | None:
             return (64,) if n >= 64 else None
@@ -265,11 +264,11 @@ class ConvWinograd(GemmConv):
         weights = [Launch(self.k_w, (n_w,), lsize(n_w), [("in", 1), ("ws", 0), n_w])] if self.k_w else []
         return [
             *weights,
-            Launch(self.k_in, (n_in,), lsize(n_in),
-                   [("in", 0), ("ws", self.n_u), n_in, g.C, g.H, g.W, self.TH, self.TW, g.PH, g.PW]),
+            Launch(self.k_in, (self.TH, g.N * g.C), None,
+                   [("in", 0), ("ws", self.n_u), g.N * g.C, g.C, g.H, g.W, self.TH, self.TW, g.PH, g.PW]),
             self.gemm.launch(local),
-            Launch(self.k_out, (n_out,), lsize(n_out),
-                   [("ws", self.n_u + self.n_v), ("in?", 2), ("out", 0), n_out, g.M, g.OH, g.OW,
+            Launch(self.k_out, (self.TH, g.N * g.M), None,
+                   [("ws", self.n_u + self.n_v), ("in?", 2), ("out", 0), g.N * g.M, g.M, g.OH, g.OW,
                     self.TH, self.TW, int(g.has_bias), *self.tail.args]),
             *self.tail.post,
         ]
