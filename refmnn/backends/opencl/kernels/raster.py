@@ -29,6 +29,7 @@ from refmnn.backends.opencl.kernels._common import (
     Launch,
     collapse,
     numel,
+    set_args,
 )
 from refmnn.dtypes import DType
 from refmnn.errors import node_context
@@ -79,8 +80,8 @@ class RegionCopy(CLKernel):
             src_t = inputs[args[0][1]]
             dst_t = outputs[self.out_of.get(id(launch), 0)]
             so, do = args[-2][1], args[-1][1]
-            launch.kernel.set_args(src_t.buffer, np.int32(int(src_t.off) + so), dst_t.buffer,
-                                   np.int32(int(dst_t.off) + do), *args[2:-2])
+            set_args(self.ctx, launch.kernel, [src_t.buffer, np.int32(int(src_t.off) + so), dst_t.buffer,
+                                               np.int32(int(dst_t.off) + do), *args[2:-2]])
             cl.enqueue_nd_range_kernel(queue, launch.kernel, launch.gsize, None)
             self.backend.stats["launches"] += 1
 
