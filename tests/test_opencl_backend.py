@@ -405,6 +405,7 @@ POOLS = [
 def test_pool_strips(op, attrs):  # type: ignore[no-untyped-def]
     x = randn(2, 3, 13, 45)
     x[0, 0, 4, 10] = np.nan     # inside a vector strip: NaN propagates (MaxPool and AveragePool)
+    x[1, 1, 7, 16] = np.nan     # the 17th column of a stride-2 strip (MaxPool 3x3's row maximum)
     if op == "MaxPool":
         x[1, 2, 5, 20] = -np.inf
     every_scheme(node_model(op, [x.shape], attrs), {"x0": x})

@@ -48,7 +48,34 @@ __kernel void pool2d(__global const store_t *x, int x_off, __global store_t *y, 
         int ih = ih0 + kh * P_DH;
         rows += P_INCL ? (ih >= -PH && ih < H + PHE) : (ih >= 0 && ih < H);
     }
-#ifdef P_STRIP
+#if P_MAX && P_SW == 2 && P_DW == 1 && P_KW == 3
+    /* MaxPool 3x3, stride 2 (SqueezeNet's, ResNet's stem): the 17 input columns a strip reads
+     * are first combined over the window rows (two vload8 and one scalar per row), then each
+     * output's three column taps are lanes of that row maximum: 6 vector loads and 3 shuffles
+     * per strip instead of 18 loads and 9 shuffles. max is exact in any order, and NaN still
+     * propagates, so the result is the per-tap loop's. */
+    if (iw0 >= 0 && ow0 + P_VW <= OW && iw0 + 16 < W) {
+        float8 lo = (float8)(P_INIT), hi = (float8)(P_INIT);
+        float ex = P_INIT;
+#pragma unroll
+        for (int kh = 0; kh < P_KH; kh++) {
+            int ih = ih0 + kh * P_DH;
+            if (ih < 0 || ih >= H) continue;
+            __global const store_t *xr = xc + ih * W + iw0;
+            P_COMBINE_V(lo, P_LOAD8(xr));
+            P_COMBINE_V(hi, P_LOAD8(xr + 8));
+            float v = LOAD(xr, 16);
+            P_COMBINE(ex, v);
+        }
+        float8 acc = (float8)(lo.s0, lo.s2, lo.s4, lo.s6, hi.s0, hi.s2, hi.s4, hi.s6);
+        P_COMBINE_V(acc, ((float8)(lo.s1, lo.s3, lo.s5, lo.s7, hi.s1, hi.s3, hi.s5, hi.s7)));
+        P_COMBINE_V(acc, ((float8)(lo.s2, lo.s4, lo.s6, hi.s0, hi.s2, hi.s4, hi.s6, ex)));
+        long i = y_off + row + ow0;
+        STORE(y, i, acc.s0); STORE(y, i + 1, acc.s1); STORE(y, i + 2, acc.s2); STORE(y, i + 3, acc.s3);
+        STORE(y, i + 4, acc.s4); STORE(y, i + 5, acc.s5); STORE(y, i + 6, acc.s6); STORE(y, i + 7, acc.s7);
+        return;
+    }
+#elif defined(P_STRIP)
     if (iw0 >= 0 && ow0 + P_VW <= OW && iw0 + (P_KW - 1) + P_SW * P_VW - 1 < W) {
         float8 acc = (float8)(P_INIT);
 #pragma unroll
