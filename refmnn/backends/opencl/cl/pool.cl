@@ -28,7 +28,10 @@
 #if P_MAX   /* NaN propagates: a NaN tap replaces acc, a NaN acc stays */
 #define P_INIT (-INFINITY)
 #define P_COMBINE(acc, v) ((acc) = ((v) > (acc) || isnan(v)) ? (v) : (acc))
-#define P_COMBINE_V(acc, v) ((acc) = select((acc), (v), isgreater((v), (acc)) | isnan(v)))
+/* the vector form tests NaN on the bits (exponent all ones, mantissa not zero): PoCL's vector
+ * isnan made MaxPool 3x3/2 on 64 x 111 x 111 1.2x slower (597 against 499 us, interleaved) */
+#define P_ISNAN8(v) ((as_int8(v) & 0x7fffffff) > 0x7f800000)
+#define P_COMBINE_V(acc, v) ((acc) = select((acc), (v), isgreater((v), (acc)) | P_ISNAN8(v)))
 #else
 #define P_INIT 0.0f
 #define P_COMBINE(acc, v) ((acc) += (v))
