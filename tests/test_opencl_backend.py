@@ -292,6 +292,7 @@ def test_gemm_config_edges(config, half):  # type: ignore[no-untyped-def]
 CONVS = [
     # (x shape, w shape, attrs, bias)
     ((1, 8, 7, 9), (6, 8, 3, 3), {"pads": [1, 1, 1, 1]}, True),                 # winograd, odd sizes
+    ((2, 4, 19, 37), (5, 4, 3, 3), {"pads": [1, 1, 1, 1]}, True),               # winograd: full and tail tile strips
     ((2, 4, 6, 6), (5, 4, 1, 1), {}, True),                                       # 1x1, batch 2
     ((1, 4, 9, 8), (6, 2, 3, 2), {"group": 2, "strides": [2, 1], "dilations": [2, 1],
                                   "pads": [1, 0, 2, 1]}, False),                  # grouped, asym

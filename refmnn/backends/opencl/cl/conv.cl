@@ -174,73 +174,107 @@ __kernel void im2col(__global const store_t *x, int x_off, __global store_t *col
  *   winograd_input: V[16, C, tiles] = B^T d B of every 4x4 input tile (tiles of 2x2 outputs),
  *   16 GEMMs (batched, matmul.cl): Mt[16, M, tiles] = U[16] (M x C) @ V[16] (C x tiles),
  *   winograd_output: Y = A^T Mt A + bias for each tile.
- * The transforms run one work-item per row of tiles of one plane, walking along the row: the
- * plane's and the row's offsets are worked out once, the accesses are contiguous along tw.
- * (One work-item per tile, the indices decoded with five integer divisions, took 1.2 ms of
- * device time for SqueezeNet's 16 -> 64 expand at 55x55.) */
+ * The transforms run one work-item per strip of 8 neighbouring tiles of one tile row, on
+ * float8 lanes (PoCL runs explicit vector code well and vectorises little across work-items):
+ * SqueezeNet's 16 -> 64 expand at 55x55 spent 1.2 ms of device time in winograd_output with
+ * one work-item per tile, ~0.7 ms walking a tile row with scalar loads, ~0.27 ms by strips. */
+#ifdef HALF_STORAGE
+#define WG_LOAD8(p) vload_half8(0, (p))
+#define WG_STORE8(val, p, i) vstore_half8_rte((val), 0, (p) + (i))
+#else
+#define WG_LOAD8(p) vload8(0, (p))
+#define WG_STORE8(val, p, i) vstore8((val), 0, (p) + (i))
+#endif
+
+/* winograd_input: grid (ceil(TW / 8), TH, N * C), a work-item transforms a strip of 8 tiles of
+ * one tile row: the 18 input columns of each of the 4 input rows are gathered once (zeros in
+ * the padding), tap column s of tile j is lane j of (win[s], win[s + 2], ..., win[s + 14]),
+ * the transform runs on float8 lanes and each of the 16 V planes gets one 8-wide store. */
 __kernel void winograd_input(__global const store_t *x, int x_off, __global store_t *v, int v_off,
                              int NC, int C, int H, int W, int TH, int TW, int PH, int PW) {
-    int th = get_global_id(0), nc = get_global_id(1);   /* a row of tiles of one (n, c) plane */
-    if (th >= TH || nc >= NC) return;
+    int tw0 = get_global_id(0) * 8, th = get_global_id(1), nc = get_global_id(2);
+    if (tw0 >= TW || th >= TH || nc >= NC) return;
     int c = nc % C, n = nc / C, tiles = TH * TW;
     __global const store_t *xc = x + x_off + (long)nc * H * W;
+    int ih0 = th * 2 - PH, iw0 = tw0 * 2 - PW;
+    float8 d[4][4];
+    for (int r = 0; r < 4; r++) {
+        int ih = ih0 + r;
+        float win[18];
+        for (int t = 0; t < 18; t++) {
+            int iw = iw0 + t;
+            win[t] = (ih >= 0 && ih < H && iw >= 0 && iw < W) ? LOAD(xc, ih * W + iw) : 0.0f;
+        }
+        for (int s = 0; s < 4; s++)
+            d[r][s] = (float8)(win[s], win[s + 2], win[s + 4], win[s + 6], win[s + 8], win[s + 10],
+                               win[s + 12], win[s + 14]);
+    }
+    float8 t[4][4];                     /* t = B^T d, B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1] */
+    for (int s = 0; s < 4; s++) {
+        t[0][s] = d[0][s] - d[2][s];
+        t[1][s] = d[1][s] + d[2][s];
+        t[2][s] = d[2][s] - d[1][s];
+        t[3][s] = d[1][s] - d[3][s];
+    }
     long stride = (long)C * tiles;      /* V per image: 16 planes of (C, tiles) */
-    long at = v_off + (long)n * 16 * stride + (long)c * tiles + th * TW;
-    int ih0 = th * 2 - PH;
-    for (int tw = 0; tw < TW; tw++) {
-        int iw0 = tw * 2 - PW;
-        float d[4][4];
-        for (int r = 0; r < 4; r++) {
-            int ih = ih0 + r;
-            for (int s = 0; s < 4; s++) {
-                int iw = iw0 + s;
-                d[r][s] = (ih >= 0 && ih < H && iw >= 0 && iw < W) ? LOAD(xc, ih * W + iw) : 0.0f;
+    long at = v_off + (long)n * 16 * stride + (long)c * tiles + (long)th * TW + tw0;
+    int count = min(8, TW - tw0);
+    for (int r = 0; r < 4; r++) {       /* (t B)[r] */
+        float8 e[4] = {t[r][0] - t[r][2], t[r][1] + t[r][2], t[r][2] - t[r][1], t[r][1] - t[r][3]};
+        for (int k = 0; k < 4; k++) {
+            long to = at + (r * 4 + k) * stride;
+            if (count == 8) {
+                WG_STORE8(e[k], v, to);
+            } else {
+                float lanes[8];
+                vstore8(e[k], 0, lanes);
+                for (int j = 0; j < count; j++) STORE(v, to + j, lanes[j]);
             }
-        }
-        float t[4][4];                  /* t = B^T d, B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1] */
-        for (int s = 0; s < 4; s++) {
-            t[0][s] = d[0][s] - d[2][s];
-            t[1][s] = d[1][s] + d[2][s];
-            t[2][s] = d[2][s] - d[1][s];
-            t[3][s] = d[1][s] - d[3][s];
-        }
-        for (int r = 0; r < 4; r++) {   /* (t B)[r] */
-            float e0 = t[r][0] - t[r][2], e1 = t[r][1] + t[r][2];
-            float e2 = t[r][2] - t[r][1], e3 = t[r][1] - t[r][3];
-            STORE(v, at + (r * 4 + 0) * stride + tw, e0);
-            STORE(v, at + (r * 4 + 1) * stride + tw, e1);
-            STORE(v, at + (r * 4 + 2) * stride + tw, e2);
-            STORE(v, at + (r * 4 + 3) * stride + tw, e3);
         }
     }
 }
 
+/* winograd_output: grid (ceil(TW / 8), TH, N * M), a work-item transforms a strip of 8 tiles
+ * of one tile row: each of the 16 Mt planes is one vload8 along the row (a strip at the row
+ * end gathers its tiles and pads with zeros), the transform runs on float8 lanes, and the two
+ * output rows are stored column by column through the epilogue. (Walking the row one tile at
+ * a time with scalar loads cost SqueezeNet's 16 -> 64 expand at 55x55 ~700 us of device time.) */
 __kernel void winograd_output(__global const store_t *mt, int m_off, __global const store_t *bias, int b_off,
                               __global store_t *y, int y_off, int NM, int M, int OH, int OW,
                               int TH, int TW, int has_bias, EPILOGUE_ARGS) {
-    int th = get_global_id(0), nm = get_global_id(1);   /* a row of tiles of one (n, m) plane */
-    if (th >= TH || nm >= NM) return;
+    int tw0 = get_global_id(0) * 8, th = get_global_id(1), nm = get_global_id(2);
+    if (tw0 >= TW || th >= TH || nm >= NM) return;
     int m = nm % M, n = nm / M, tiles = TH * TW;
     long stride = (long)M * tiles;
-    long at = m_off + (long)n * 16 * stride + (long)m * tiles + th * TW;
-    float b = has_bias ? LOAD(bias, b_off + m) : 0.0f;
-    for (int tw = 0; tw < TW; tw++) {
-        float q[4][4];
-        for (int k = 0; k < 16; k++) q[k / 4][k % 4] = LOAD(mt, at + k * stride + tw);
-        float t[2][4];                  /* A^T = [1 1 1 0; 0 1 -1 -1] */
-        for (int s = 0; s < 4; s++) {
-            t[0][s] = q[0][s] + q[1][s] + q[2][s];
-            t[1][s] = q[1][s] - q[2][s] - q[3][s];
+    __global const store_t *src = mt + m_off + (long)n * 16 * stride + (long)m * tiles + (long)th * TW + tw0;
+    float8 q[16];
+    if (tw0 + 8 <= TW) {
+        for (int k = 0; k < 16; k++) q[k] = WG_LOAD8(src + k * stride);
+    } else {
+        for (int k = 0; k < 16; k++) {
+            float part[8];
+            for (int j = 0; j < 8; j++) part[j] = tw0 + j < TW ? LOAD(src, k * stride + j) : 0.0f;
+            q[k] = vload8(0, part);
         }
-        for (int r = 0; r < 2; r++) {
-            float o0 = t[r][0] + t[r][1] + t[r][2] + b;
-            float o1 = t[r][1] - t[r][2] - t[r][3] + b;
-            int oh = th * 2 + r, ow = tw * 2;
-            long row = ((long)nm * OH + oh) * OW;      /* Y's (and Z's) index of (n, m, oh, 0) */
-            if (oh < OH) {
-                CONV_STORE(y, y_off + row + ow, row + ow, o0);
-                if (ow + 1 < OW) CONV_STORE(y, y_off + row + ow + 1, row + ow + 1, o1);
-            }
+    }
+    float8 t0[4], t1[4];                /* A^T = [1 1 1 0; 0 1 -1 -1], q[4 a + s] = tile (a, s) */
+    for (int s = 0; s < 4; s++) {
+        t0[s] = q[s] + q[4 + s] + q[8 + s];
+        t1[s] = q[4 + s] - q[8 + s] - q[12 + s];
+    }
+    float b = has_bias ? LOAD(bias, b_off + m) : 0.0f;
+    for (int r = 0; r < 2; r++) {
+        int oh = th * 2 + r;
+        if (oh >= OH) break;
+        float8 *t = r == 0 ? t0 : t1;
+        float even[8], odd[8];          /* output columns 2 tw and 2 tw + 1 */
+        vstore8(t[0] + t[1] + t[2] + b, 0, even);
+        vstore8(t[1] - t[2] - t[3] + b, 0, odd);
+        long row = ((long)nm * OH + oh) * OW;          /* Y's (and Z's) index of (n, m, oh, 0) */
+        for (int j = 0; j < 8 && tw0 + j < TW; j++) {
+            int ow = (tw0 + j) * 2;
+            CONV_STORE(y, y_off + row + ow, row + ow, even[j]);
+            if (ow + 1 < OW) CONV_STORE(y, y_off + row + ow + 1, row + ow + 1, odd[j]);
         }
     }
 }

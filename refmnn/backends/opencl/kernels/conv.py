@@ -264,10 +264,10 @@ class ConvWinograd(GemmConv):
         weights = [Launch(self.k_w, (n_w,), lsize(n_w), [("in", 1), ("ws", 0), n_w])] if self.k_w else []
         return [
             *weights,
-            Launch(self.k_in, (self.TH, g.N * g.C), None,
+            Launch(self.k_in, (-(-self.TW // 8), self.TH, g.N * g.C), None,
                    [("in", 0), ("ws", self.n_u), g.N * g.C, g.C, g.H, g.W, self.TH, self.TW, g.PH, g.PW]),
             self.gemm.launch(local),
-            Launch(self.k_out, (self.TH, g.N * g.M), None,
+            Launch(self.k_out, (-(-self.TW // 8), self.TH, g.N * g.M), None,
                    [("ws", self.n_u + self.n_v), ("in?", 2), ("out", 0), g.N * g.M, g.M, g.OH, g.OW,
                     self.TH, self.TW, int(g.has_bias), *self.tail.args]),
             *self.tail.post,
