@@ -61,11 +61,7 @@ __kernel void conv_direct(__global const store_t *x, int x_off, __global const s
 #define DW_WIN8(o) ((float8)(win[(o)], win[(o) + DW_SW], win[(o) + 2 * DW_SW], win[(o) + 3 * DW_SW], \
                              win[(o) + 4 * DW_SW], win[(o) + 5 * DW_SW], win[(o) + 6 * DW_SW], \
                              win[(o) + 7 * DW_SW]))
-#ifdef HALF_STORAGE
-#define DW_LOAD8(p) vload_half8(0, (p))
-#else
-#define DW_LOAD8(p) vload8(0, (p))
-#endif
+#define DW_LOAD8(p) LOAD_F8(p)
 /* Stride 2: two vload8, not vload16: PoCL 14 on AVX2 returns wrong lanes for float16-vector
  * loads (512-bit ABI). */
 #if DW_SW == 1
@@ -132,11 +128,11 @@ __kernel void conv_depthwise(__global const store_t *x, int x_off, __global cons
         for (int kw = 0; kw < DW_KW; kw++)
             acc += DW_WIN8(kw * DW_DW) * LOAD(wm, kh * DW_KW + kw);
     }
-    float lanes[DW_VW];
-    vstore8(acc, 0, lanes);
+    float8_u lanes;
+    lanes.v = acc;
     for (int j = 0; j < DW_VW && ow0 + j < OW; j++) {
         long i = row + ow0 + j;
-        CONV_STORE(y, y_off + i, i, lanes[j]);
+        CONV_STORE(y, y_off + i, i, lanes.s[j]);
     }
 }
 #endif
@@ -178,14 +174,6 @@ __kernel void im2col(__global const store_t *x, int x_off, __global store_t *col
  * float8 lanes (PoCL runs explicit vector code well and vectorises little across work-items):
  * SqueezeNet's 16 -> 64 expand at 55x55 spent 1.2 ms of device time in winograd_output with
  * one work-item per tile, ~0.7 ms walking a tile row with scalar loads, ~0.27 ms by strips. */
-#ifdef HALF_STORAGE
-#define WG_LOAD8(p) vload_half8(0, (p))
-#define WG_STORE8(val, p, i) vstore_half8_rte((val), 0, (p) + (i))
-#else
-#define WG_LOAD8(p) vload8(0, (p))
-#define WG_STORE8(val, p, i) vstore8((val), 0, (p) + (i))
-#endif
-
 /* winograd_input: grid (ceil(TW / 8), TH, N * C), a work-item transforms a strip of 8 tiles of
  * one tile row: the 18 input columns of each of the 4 input rows are gathered once (zeros in
  * the padding), tap column s of tile j is lane j of (win[s], win[s + 2], ..., win[s + 14]),
@@ -224,11 +212,11 @@ __kernel void winograd_input(__global const store_t *x, int x_off, __global stor
         for (int k = 0; k < 4; k++) {
             long to = at + (r * 4 + k) * stride;
             if (count == 8) {
-                WG_STORE8(e[k], v, to);
+                STORE_F8(v + to, e[k]);
             } else {
-                float lanes[8];
-                vstore8(e[k], 0, lanes);
-                for (int j = 0; j < count; j++) STORE(v, to + j, lanes[j]);
+                float8_u lanes;
+                lanes.v = e[k];
+                for (int j = 0; j < count; j++) STORE(v, to + j, lanes.s[j]);
             }
         }
     }
@@ -249,12 +237,12 @@ __kernel void winograd_output(__global const store_t *mt, int m_off, __global co
     __global const store_t *src = mt + m_off + (long)n * 16 * stride + (long)m * tiles + (long)th * TW + tw0;
     float8 q[16];
     if (tw0 + 8 <= TW) {
-        for (int k = 0; k < 16; k++) q[k] = WG_LOAD8(src + k * stride);
+        for (int k = 0; k < 16; k++) q[k] = LOAD_F8(src + k * stride);
     } else {
         for (int k = 0; k < 16; k++) {
-            float part[8];
-            for (int j = 0; j < 8; j++) part[j] = tw0 + j < TW ? LOAD(src, k * stride + j) : 0.0f;
-            q[k] = vload8(0, part);
+            float8_u part;
+            for (int j = 0; j < 8; j++) part.s[j] = tw0 + j < TW ? LOAD(src, k * stride + j) : 0.0f;
+            q[k] = part.v;
         }
     }
     float8 t0[4], t1[4];                /* A^T = [1 1 1 0; 0 1 -1 -1], q[4 a + s] = tile (a, s) */
@@ -267,14 +255,14 @@ __kernel void winograd_output(__global const store_t *mt, int m_off, __global co
         int oh = th * 2 + r;
         if (oh >= OH) break;
         float8 *t = r == 0 ? t0 : t1;
-        float even[8], odd[8];          /* output columns 2 tw and 2 tw + 1 */
-        vstore8(t[0] + t[1] + t[2] + b, 0, even);
-        vstore8(t[1] - t[2] - t[3] + b, 0, odd);
+        float8_u even, odd;             /* output columns 2 tw and 2 tw + 1 */
+        even.v = t[0] + t[1] + t[2] + b;
+        odd.v = t[1] - t[2] - t[3] + b;
         long row = ((long)nm * OH + oh) * OW;          /* Y's (and Z's) index of (n, m, oh, 0) */
         for (int j = 0; j < 8 && tw0 + j < TW; j++) {
             int ow = (tw0 + j) * 2;
-            CONV_STORE(y, y_off + row + ow, row + ow, even[j]);
-            if (ow + 1 < OW) CONV_STORE(y, y_off + row + ow + 1, row + ow + 1, odd[j]);
+            CONV_STORE(y, y_off + row + ow, row + ow, even.s[j]);
+            if (ow + 1 < OW) CONV_STORE(y, y_off + row + ow + 1, row + ow + 1, odd.s[j]);
         }
     }
 }

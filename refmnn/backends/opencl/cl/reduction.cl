@@ -101,13 +101,8 @@ __kernel void softmax_rows(__global const store_t *x, int x_off, __global store_
  * library does. Three passes over the row: max, sum of exp(x - max), exp(x - max) / sum (the
  * exp recomputed rather than stored, so float16 storage keeps the float quotient, as the
  * reference). The tail of a row that is not a multiple of 8 is scalar. */
-#ifdef HALF_STORAGE
-#define SM_LOAD8(p) vload_half8(0, (p))
-#define SM_STORE8(v, p) vstore_half8_rte((v), 0, (p))
-#else
-#define SM_LOAD8(p) vload8(0, (p))
-#define SM_STORE8(v, p) vstore8((v), 0, (p))
-#endif
+#define SM_LOAD8(p) LOAD_F8(p)
+#define SM_STORE8(v, p) STORE_F8((p), (v))
 __kernel void softmax_vec(__global const store_t *x, int x_off, __global store_t *y, int y_off,
                           int N, int rows) {
     int r = get_global_id(0);
