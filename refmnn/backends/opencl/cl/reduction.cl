@@ -111,7 +111,10 @@ __kernel void softmax_vec(__global const store_t *x, int x_off, __global store_t
     __global store_t *yr = y + y_off + (long)r * N;
     int n8 = N & ~7;
     float8 m8 = (float8)(-INFINITY);
-    for (int j = 0; j < n8; j += 8) m8 = fmax(m8, SM_LOAD8(xr + j));
+    for (int j = 0; j < n8; j += 8) {       /* fmax's choice, with ?: (fmax on float8 is a call) */
+        float8 v = SM_LOAD8(xr + j);
+        m8 = v > m8 ? v : m8;
+    }
     float4 m4 = fmax(m8.lo, m8.hi);
     float peak = fmax(fmax(m4.x, m4.y), fmax(m4.z, m4.w));
     for (int j = n8; j < N; j++) peak = fmax(peak, LOAD(xr, j));
