@@ -160,6 +160,34 @@ inline floatv load_edge(__global const store_t *p, int n, int N) {
     for (int l = 0; l < VW; l++) t.s[l] = n + l < N ? LOAD(p, n + l) : 0.0f;
     return t.v;
 }
+/* VW elements to p (LLVM merges the float element stores, as LOADV's loads) */
+inline void store_v(__global store_t *p, floatv v) {
+    floatv_u t;
+    t.v = v;
+#pragma unroll
+    for (int l = 0; l < VW; l++) STORE(p, l, t.s[l]);   /* float16: vstore_half, lane by lane */
+}
+
+/* activate() on VW lanes: relu, leaky relu and clip as vector ?: (selects; NaN passes through as
+ * in the scalar form), the others lane by lane. */
+inline floatv activate_v(floatv v, float alpha, float lo, float hi) {
+#if ACT == ACT_NONE
+    return v;
+#elif ACT == ACT_RELU
+    return v < (floatv)(0.0f) ? (floatv)(0.0f) : v;
+#elif ACT == ACT_LEAKY
+    return v < (floatv)(0.0f) ? (floatv)(alpha) * v : v;
+#elif ACT == ACT_CLIP
+    v = v < (floatv)(lo) ? (floatv)(lo) : v;
+    return v > (floatv)(hi) ? (floatv)(hi) : v;
+#else
+    floatv_u t;
+    t.v = v;
+#pragma unroll
+    for (int l = 0; l < VW; l++) t.s[l] = activate(t.s[l], alpha, lo, hi);
+    return t.v;
+#endif
+}
 #define LOAD_FULL(p, n) LOADV(p, n)
 #define LOAD_EDGE(p, n) load_edge(p, n, N)
 
@@ -203,6 +231,42 @@ __kernel void gemm_reg(GEMM_ARGS) {
     }
 
     __global store_t *c = C + c_off + (long)b * c_stride;
+    /* The epilogue on whole vectors when the block is full and bias and Z are per row (a conv's
+     * bias) or contiguous along the row (a MatMul's bias, a residual of C's shape): the same
+     * steps as gemm_epilogue, in the same order, lane by lane. Else element by element. (Per
+     * element, the epilogue costs more than the K loop of a small-K GEMM, the expand 1x1
+     * convs of MobileNetV2 with K = 16..32.) Every work-item of a launch takes the same way. */
+#ifdef HAS_BIAS
+    const bool bias_vec = bias_sn == 0 || (bias_sm == 0 && bias_sn == 1);
+#else
+    const bool bias_vec = true;
+#endif
+#ifdef HAS_Z
+    const bool z_vec = z_sn == 1;
+#else
+    const bool z_vec = true;
+#endif
+    if (full && bias_vec && z_vec) {
+#pragma unroll
+        for (int i = 0; i < WM; i++) {
+            const int m = m0 + i;
+            if (m >= M) break;
+#pragma unroll
+            for (int j = 0; j < NV; j++) {
+                const int n = n0 + j * VW;
+                floatv v = alpha * acc[i][j];
+#ifdef HAS_BIAS
+                const long bias_at = bias_off + offsets[4 * b + 2] + (long)m * bias_sm;
+                v += beta * (bias_sn == 0 ? (floatv)(LOAD(bias, bias_at)) : LOADV(bias, bias_at + n));
+#endif
+#ifdef HAS_Z
+                v += LOADV(Z, z_off + offsets[4 * b + 3] + (long)m * z_sm + n);
+#endif
+                store_v(c + (long)m * N + n, activate_v(v, act_alpha, act_lo, act_hi));
+            }
+        }
+        return;
+    }
 #pragma unroll
     for (int i = 0; i < WM; i++) {
         const int m = m0 + i;
