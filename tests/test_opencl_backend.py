@@ -10,6 +10,7 @@ Tuning is off except in the tuning test, so the file runs in bounded time.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -285,6 +286,19 @@ def test_gemm_config_edges(config, half):  # type: ignore[no-untyped-def]
                                        atol=(4e-3 if half else 1e-5) * np.sqrt(K),
                                        err_msg=f"{config} M,N,K={M, N, K} batch {i}")
             assert (got[i, M * N:] == 9).all(), f"{config}: wrote past C[{i}]"
+
+
+@pytest.mark.parametrize("preset", [None, "0"])
+def test_pocl_affinity_default(preset):  # type: ignore[no-untyped-def]
+    """The backend pins PoCL's worker threads (POCL_AFFINITY=1) before PoCL loads, unless the
+    environment already says otherwise (backend.pocl_defaults says why)."""
+    env = {k: v for k, v in os.environ.items() if k != "POCL_AFFINITY"}
+    if preset is not None:
+        env["POCL_AFFINITY"] = preset
+    code = ("import os; from refmnn.backends.opencl import OpenCLBackend; OpenCLBackend.probe(); "
+            "print(os.environ.get('POCL_AFFINITY'))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split()[-1] == (preset or "1")
 
 
 # -- Conv and pooling --------------------------------------------------------------------------
