@@ -140,3 +140,30 @@ def test_raster_reference_copies_regions_and_zero_fills():
     np.testing.assert_array_equal(out, [[0, 3, 0], [1, 4, 0], [2, 5, 0]])
     with pytest.raises(ValueError, match="outside"):
         raster(x, shape=(2,), rank=1, regions=(0, 0, 0, 3, 1, 1))
+
+
+NARROW_CASES = [
+    ("Mean", helper.make_node("Mean", ["X", "Z"], ["Y"]), {"X": _x(64, 64), "Z": _x(64, 64)}),
+    ("HardSigmoid", helper.make_node("HardSigmoid", ["X"], ["Y"], alpha=0.3, beta=0.4), {"X": _x(64, 64) * 4}),
+    ("HardSwish", helper.make_node("HardSwish", ["X"], ["Y"]), {"X": _x(64, 64) * 4}),
+]
+
+
+@pytest.mark.parametrize("case", NARROW_CASES, ids=[c[0] for c in NARROW_CASES])
+def test_lowering_rounds_narrow_floats_once(case):
+    """float16 Mean / HardSigmoid / HardSwish: the references compute in float32 and round
+    once; the lowered chain runs on float32 Casts (lower.WIDENED), so it equals the reference
+    bit for bit (rounding to float16 after every step of the chain would not)."""
+    _, node, feeds = case
+    node.name = "n"
+    feeds = {k: v.astype(np.float16) for k, v in feeds.items()}
+    model = make_model([node], [(k, TensorProto.FLOAT16, list(v.shape)) for k, v in feeds.items()],
+                       [("Y", TensorProto.FLOAT16, None)], opset=17)
+    want = refmnn.Session(model, check=False).run(feeds)["Y"]
+    session = refmnn.Session(model, backends=("core",), check=False,
+                             backend_registry=BackendRegistry(extra=[CoreBackend]))
+    got = session.run(feeds)["Y"]
+    assert got.dtype == np.float16
+    np.testing.assert_array_equal(got, want)
+    ops = [step.node.op for step in session.plan.steps if hasattr(step, "node")]
+    assert ops[0] == "Cast" and ops[-1] == "Cast", ops

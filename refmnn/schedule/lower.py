@@ -14,12 +14,14 @@ Each rule is tested to equal the op's reference (tests/test_lowering.py).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from refmnn.dtypes import DType
 from refmnn.graph import Graph, Node, TensorType, ValueType
 from refmnn.ops.raster import DOMAIN as RASTER_DOMAIN
 from refmnn.ops._schema import OpDef
@@ -330,9 +332,42 @@ RULES: Mapping[tuple[str, str], Rule] = {
 """(domain, op) -> lowering rule."""
 
 
+WIDENED = frozenset({("", op) for op in ("Mean", "Gelu", "LogSoftmax", "HardSigmoid", "HardSwish",
+                                          "BatchNormalization", "Gemm", "ReduceL1", "ReduceL2",
+                                          "ReduceSumSquare", "ReduceLogSum")})
+"""Ops whose reference computes float16 and bfloat16 in float32 and rounds once. Their rule's
+chain would round to the narrow type after every step (Mean's Adds and Div, HardSigmoid's Mul,
+Add and Clip: beyond float16 tolerance on the conformance samples), so for those dtypes the
+rule runs on float32 Casts of the inputs and the outputs are Cast back: one rounding, as the op."""
+NARROW_FLOATS = (DType.float16, DType.bfloat16)
+
+
+def _widen(node: Node, types: tuple[TensorType | None, ...], values: tuple[np.ndarray | None, ...],
+           em: Emitter) -> tuple[Node, tuple[TensorType | None, ...], tuple[np.ndarray | None, ...],
+                                 list[tuple[str, str, DType]]]:
+    """``node`` reading float32 Casts of its narrow-float inputs (emitted into ``em``) and
+    writing temporaries; returns it with the widened types and constant values and the
+    (temporary, output, dtype) Casts back that the caller emits after the rule."""
+    inputs, wide_types, wide_values = [], [], []
+    for name, t, v in zip(node.inputs, types, values, strict=True):
+        if name and t is not None and t.dtype in NARROW_FLOATS:
+            name = em.emit("Cast", [name], opset=13, to=DType.float32.value)
+            t = TensorType(DType.float32, t.shape)
+            v = None if v is None else v.astype(np.float32)
+        inputs.append(name)
+        wide_types.append(t)
+        wide_values.append(v)
+    narrow = next(t.dtype for t in types if t is not None and t.dtype in NARROW_FLOATS)
+    outputs = tuple(em.name("wide") if out else "" for out in node.outputs)
+    back = [(tmp, out, narrow) for tmp, out in zip(outputs, node.outputs, strict=True) if out]
+    return (dataclasses.replace(node, inputs=tuple(inputs), outputs=outputs), tuple(wide_types),
+            tuple(wide_values), back)
+
+
 def lower_node(node: Node, opset: int, registry: OpRegistry, types: Mapping[str, ValueType | None],
                constants: Mapping[str, np.ndarray]) -> tuple[list[Node], dict[str, np.ndarray]] | None:
-    """Apply the node's rule; None when there is no rule or it does not apply here."""
+    """Apply the node's rule; None when there is no rule or it does not apply here. Ops of
+    :data:`WIDENED` with float16/bfloat16 inputs run their rule in float32 (see there)."""
     rule = RULES.get((node.domain, node.op))
     if rule is None or any(node.subgraphs()):
         return None
@@ -345,8 +380,14 @@ def lower_node(node: Node, opset: int, registry: OpRegistry, types: Mapping[str,
                          for t in (types.get(n) if n else None for n in node.inputs))
     values = tuple(constants.get(n) if n else None for n in node.inputs)
     em = Emitter(node)
+    back: list[tuple[str, str, DType]] = []
+    if (node.domain, node.op) in WIDENED and any(t is not None and t.dtype in NARROW_FLOATS
+                                                 for t in tensor_types):
+        node, tensor_types, values, back = _widen(node, tensor_types, values, em)
     if not rule(RuleInput(node, opdef, opdef.bind_attrs(node.attrs), tensor_types, values, opset), em):
         return None
+    for tmp, out, dtype in back:
+        em.emit("Cast", [tmp], opset=13, to=dtype.value, out=out)
     return em.nodes, em.constants
 
 
