@@ -223,7 +223,7 @@ __kernel void winograd_input(__global const store_t *x, int x_off, __global stor
 }
 
 /* winograd_output: grid (ceil(TW / 8), TH, N * M), a work-item transforms a strip of 8 tiles
- * of one tile row: each of the 16 Mt planes is one vload8 along the row (a strip at the row
+ * of one tile row: each of the 16 Mt planes is one 8-wide load along the row (a strip at the row
  * end gathers its tiles and pads with zeros), the transform runs on float8 lanes, and the two
  * output rows are stored column by column through the epilogue. (Walking the row one tile at
  * a time with scalar loads cost SqueezeNet's 16 -> 64 expand at 55x55 ~700 us of device time.) */

@@ -9,7 +9,7 @@
  * i % OW, / OH (integer division per work-item) and its clipped tap loops did not vectorise.
  * The window geometry and the mode are compile-time (-D P_KH ... P_MAX, P_INCL), so the taps
  * unroll; the row clipping is decided once per window row, and a strip whose columns are all
- * inside the input reads each tap as one vload8 (stride 1) or two vload8 .even (stride 2). Strips
+ * inside the input reads each tap as one 8-wide load (stride 1) or two with .even (stride 2). Strips
  * at the left/right border take the scalar path with per-tap clipping. */
 #define P_VW 8
 #define P_LOAD8(p) LOAD_F8(p)
@@ -27,7 +27,7 @@
 /* Both forms test NaN on the bits, combine the tests with | (no short circuit) and choose with
  * the ?: operator: PoCL's select() and isnan() are calls (common.cl), and a data-dependent
  * branch (|| short-circuits) mispredicts on real activations. MaxPool 3x3/2 on 64 x 111 x 111
- * with ReLU-like data: 588 us of device time before, 169 us so (the same kernel on zeros, which
+ * with ReLU-like data: 588 us of device time before, 153 us so (the same kernel on zeros, which
  * predict perfectly, took 280 us before). */
 inline float8 p_max_nan8(float8 acc, float8 v) { return ((v > acc) | ISNAN8(v)) ? v : acc; }
 #define P_COMBINE_V(acc, v) ((acc) = p_max_nan8((acc), (v)))
@@ -52,7 +52,7 @@ __kernel void pool2d(__global const store_t *x, int x_off, __global store_t *y, 
     }
 #if P_MAX && P_SW == 2 && P_DW == 1 && P_KW == 3
     /* MaxPool 3x3, stride 2 (SqueezeNet's, ResNet's stem): the 17 input columns a strip reads
-     * are first combined over the window rows (two vload8 and one scalar per row), then each
+     * are first combined over the window rows (two 8-wide loads and one scalar per row), then each
      * output's three column taps are lanes of that row maximum: 6 vector loads and 3 shuffles
      * per strip instead of 18 loads and 9 shuffles. max is exact in any order, and NaN still
      * propagates, so the result is the per-tap loop's. */
