@@ -343,12 +343,12 @@ NARROW_FLOATS = (DType.float16, DType.bfloat16)
 
 
 def _widen(node: Node, types: tuple[TensorType | None, ...], values: tuple[np.ndarray | None, ...],
-           em: Emitter) -> tuple[Node, tuple[TensorType | None, ...], tuple[np.ndarray | None, ...],
-                                 list[tuple[str, str, DType]]]:
+           narrow: DType, em: Emitter) -> tuple[Node, tuple[TensorType | None, ...],
+                                                tuple[np.ndarray | None, ...], list[tuple[str, str, DType]]]:
     """``node`` reading float32 Casts of its narrow-float inputs (emitted into ``em``) and
     writing temporaries; returns it with the widened types and constant values and the
-    (temporary, output, dtype) Casts back to the first input's dtype (every op of WIDENED
-    returns that dtype) that the caller emits after the rule."""
+    (temporary, output, dtype) Casts back to ``narrow``, the first input's dtype (every op of
+    WIDENED returns that dtype), that the caller emits after the rule."""
     inputs, wide_types, wide_values = [], [], []
     for name, t, v in zip(node.inputs, types, values, strict=True):
         if name and t is not None and t.dtype in NARROW_FLOATS:
@@ -358,9 +358,7 @@ def _widen(node: Node, types: tuple[TensorType | None, ...], values: tuple[np.nd
         inputs.append(name)
         wide_types.append(t)
         wide_values.append(v)
-    narrow = types[0].dtype if types[0] is not None else None
     outputs = tuple(em.name("wide") if out else "" for out in node.outputs)
-    assert narrow is not None  # lower_node widens only when input 0 is a narrow float
     back = [(tmp, out, narrow) for tmp, out in zip(outputs, node.outputs, strict=True) if out]
     return (dataclasses.replace(node, inputs=tuple(inputs), outputs=outputs), tuple(wide_types),
             tuple(wide_values), back)
@@ -385,7 +383,7 @@ def lower_node(node: Node, opset: int, registry: OpRegistry, types: Mapping[str,
     back: list[tuple[str, str, DType]] = []
     first = tensor_types[0] if tensor_types else None
     if (node.domain, node.op) in WIDENED and first is not None and first.dtype in NARROW_FLOATS:
-        node, tensor_types, values, back = _widen(node, tensor_types, values, em)
+        node, tensor_types, values, back = _widen(node, tensor_types, values, first.dtype, em)
     if not rule(RuleInput(node, opdef, opdef.bind_attrs(node.attrs), tensor_types, values, opset), em):
         return None
     for tmp, out, dtype in back:

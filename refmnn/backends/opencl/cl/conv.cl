@@ -61,13 +61,12 @@ __kernel void conv_direct(__global const store_t *x, int x_off, __global const s
 #define DW_WIN8(o) ((float8)(win[(o)], win[(o) + DW_SW], win[(o) + 2 * DW_SW], win[(o) + 3 * DW_SW], \
                              win[(o) + 4 * DW_SW], win[(o) + 5 * DW_SW], win[(o) + 6 * DW_SW], \
                              win[(o) + 7 * DW_SW]))
-#define DW_LOAD8(p) LOAD_F8(p)
 /* Stride 2: two vload8, not vload16: PoCL 14 on AVX2 returns wrong lanes for float16-vector
  * loads (512-bit ABI). */
 #if DW_SW == 1
-#define DW_STRIP(p) DW_LOAD8(p)
+#define DW_STRIP(p) LOAD_F8(p)
 #elif DW_SW == 2
-#define DW_STRIP(p) ((float8)(DW_LOAD8(p).even, DW_LOAD8((p) + 8).even))
+#define DW_STRIP(p) ((float8)(LOAD_F8(p).even, LOAD_F8((p) + 8).even))
 #endif
 
 __kernel void conv_depthwise(__global const store_t *x, int x_off, __global const store_t *w, int w_off,

@@ -188,6 +188,40 @@ inline floatv activate_v(floatv v, float alpha, float lo, float hi) {
     return t.v;
 #endif
 }
+/* gemm_epilogue on VW lanes of one row, for bias / Z per row or contiguous along it (the caller
+ * checks): the same steps in the same order. */
+inline floatv gemm_epilogue_v(floatv v, int b, int m, int n, __global const int *offsets,
+                              __global const store_t *bias, int bias_off, int bias_sm, int bias_sn,
+                              __global const store_t *Z, int z_off, int z_sm, int z_sn,
+                              float alpha, float beta, float act_alpha, float act_lo, float act_hi) {
+    v = alpha * v;
+#ifdef HAS_BIAS
+    const long bias_at = bias_off + offsets[4 * b + 2] + (long)m * bias_sm;
+    v += beta * (bias_sn == 0 ? (floatv)(LOAD(bias, bias_at)) : LOADV(bias, bias_at + n));
+#endif
+#ifdef HAS_Z
+    v += LOADV(Z, z_off + offsets[4 * b + 3] + (long)m * z_sm + n);
+#endif
+    return activate_v(v, act_alpha, act_lo, act_hi);
+}
+#define EPILOGUE_V(v, b, m, n)                                                               \
+    gemm_epilogue_v(v, b, m, n, offsets, bias, bias_off, bias_sm, bias_sn, Z, z_off, z_sm, z_sn, \
+                    alpha, beta, act_alpha, act_lo, act_hi)
+
+/* BODY for each (row i, vector j) of the work-item's block whose row lies inside C, with m, n
+ * and at = m * N + n set; rows and vectors unrolled. */
+#define FOR_EACH_VECTOR(BODY)                                                  \
+    _Pragma("unroll")                                                          \
+    for (int i = 0; i < WM; i++) {                                             \
+        const int m = m0 + i;                                                  \
+        if (m >= M) break;                                                     \
+        _Pragma("unroll")                                                      \
+        for (int j = 0; j < NV; j++) {                                         \
+            const int n = n0 + j * VW;                                         \
+            const long at = (long)m * N + n;                                   \
+            BODY                                                               \
+        }                                                                      \
+    }
 #define LOAD_FULL(p, n) LOADV(p, n)
 #define LOAD_EDGE(p, n) load_edge(p, n, N)
 
@@ -247,42 +281,17 @@ __kernel void gemm_reg(GEMM_ARGS) {
     const bool z_vec = true;
 #endif
     if (full && bias_vec && z_vec) {
-#pragma unroll
-        for (int i = 0; i < WM; i++) {
-            const int m = m0 + i;
-            if (m >= M) break;
-#pragma unroll
-            for (int j = 0; j < NV; j++) {
-                const int n = n0 + j * VW;
-                floatv v = alpha * acc[i][j];
-#ifdef HAS_BIAS
-                const long bias_at = bias_off + offsets[4 * b + 2] + (long)m * bias_sm;
-                v += beta * (bias_sn == 0 ? (floatv)(LOAD(bias, bias_at)) : LOADV(bias, bias_at + n));
-#endif
-#ifdef HAS_Z
-                v += LOADV(Z, z_off + offsets[4 * b + 3] + (long)m * z_sm + n);
-#endif
-                store_v(c + (long)m * N + n, activate_v(v, act_alpha, act_lo, act_hi));
-            }
-        }
+        FOR_EACH_VECTOR(store_v(c + at, EPILOGUE_V(acc[i][j], b, m, n));)
         return;
     }
-#pragma unroll
-    for (int i = 0; i < WM; i++) {
-        const int m = m0 + i;
-        if (m >= M) break;
-#pragma unroll
-        for (int j = 0; j < NV; j++) {
-            floatv_u t;
-            t.v = acc[i][j];
-            const int n = n0 + j * VW;
-            const long at = (long)m * N + n;
-            const int valid = full ? VW : N - n;             /* columns left in this vector */
-#pragma unroll
-            for (int l = 0; l < VW; l++)
-                if (l < valid) STORE(c, at + l, EPILOGUE(t.s[l], b, m, n + l));
-        }
-    }
+    FOR_EACH_VECTOR(
+        floatv_u t;
+        t.v = acc[i][j];
+        const int valid = full ? VW : N - n;             /* columns left in this vector */
+        _Pragma("unroll")
+        for (int l = 0; l < VW; l++)
+            if (l < valid) STORE(c, at + l, EPILOGUE(t.s[l], b, m, n + l));
+    )
 }
 
 /* ---------------------------------------------------------------------------------------

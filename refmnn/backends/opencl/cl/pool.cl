@@ -12,13 +12,12 @@
  * inside the input reads each tap as one 8-wide load (stride 1) or two with .even (stride 2). Strips
  * at the left/right border take the scalar path with per-tap clipping. */
 #define P_VW 8
-#define P_LOAD8(p) LOAD_F8(p)
 /* Stride 2: two vload8, not vload16: PoCL 14 on AVX2 returns wrong lanes for float16-vector
  * loads (512-bit ABI). */
 #if P_SW == 1 && P_DW == 1
-#define P_STRIP(p) P_LOAD8(p)
+#define P_STRIP(p) LOAD_F8(p)
 #elif P_SW == 2 && P_DW == 1
-#define P_STRIP(p) ((float8)(P_LOAD8(p).even, P_LOAD8((p) + 8).even))
+#define P_STRIP(p) ((float8)(LOAD_F8(p).even, LOAD_F8((p) + 8).even))
 #endif
 
 #if P_MAX   /* NaN propagates: a NaN tap replaces acc, a NaN acc stays */
@@ -64,8 +63,8 @@ __kernel void pool2d(__global const store_t *x, int x_off, __global store_t *y, 
             int ih = ih0 + kh * P_DH;
             if (ih < 0 || ih >= H) continue;
             __global const store_t *xr = xc + ih * W + iw0;
-            P_COMBINE_V(lo, P_LOAD8(xr));
-            P_COMBINE_V(hi, P_LOAD8(xr + 8));
+            P_COMBINE_V(lo, LOAD_F8(xr));
+            P_COMBINE_V(hi, LOAD_F8(xr + 8));
             float v = LOAD(xr, 16);
             P_COMBINE(ex, v);
         }

@@ -101,8 +101,6 @@ __kernel void softmax_rows(__global const store_t *x, int x_off, __global store_
  * library does. Three passes over the row: max, sum of exp(x - max), exp(x - max) / sum (the
  * exp recomputed rather than stored, so float16 storage keeps the float quotient, as the
  * reference). The tail of a row that is not a multiple of 8 is scalar. */
-#define SM_LOAD8(p) LOAD_F8(p)
-#define SM_STORE8(v, p) STORE_F8((p), (v))
 __kernel void softmax_vec(__global const store_t *x, int x_off, __global store_t *y, int y_off,
                           int N, int rows) {
     int r = get_global_id(0);
@@ -112,18 +110,18 @@ __kernel void softmax_vec(__global const store_t *x, int x_off, __global store_t
     int n8 = N & ~7;
     float8 m8 = (float8)(-INFINITY);
     for (int j = 0; j < n8; j += 8) {       /* fmax's choice, with ?: (fmax on float8 is a call) */
-        float8 v = SM_LOAD8(xr + j);
+        float8 v = LOAD_F8(xr + j);
         m8 = v > m8 ? v : m8;
     }
     float4 m4 = fmax(m8.lo, m8.hi);
     float peak = fmax(fmax(m4.x, m4.y), fmax(m4.z, m4.w));
     for (int j = n8; j < N; j++) peak = fmax(peak, LOAD(xr, j));
     float8 s8 = (float8)(0.0f);
-    for (int j = 0; j < n8; j += 8) s8 += exp(SM_LOAD8(xr + j) - peak);
+    for (int j = 0; j < n8; j += 8) s8 += exp(LOAD_F8(xr + j) - peak);
     float4 s4 = s8.lo + s8.hi;
     float total = (s4.x + s4.y) + (s4.z + s4.w);
     for (int j = n8; j < N; j++) total += exp(LOAD(xr, j) - peak);
-    for (int j = 0; j < n8; j += 8) SM_STORE8(exp(SM_LOAD8(xr + j) - peak) / total, yr + j);
+    for (int j = 0; j < n8; j += 8) STORE_F8(yr + j, exp(LOAD_F8(xr + j) - peak) / total);
     for (int j = n8; j < N; j++) STORE(yr, j, exp(LOAD(xr, j) - peak) / total);
 }
 
