@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
 import refmnn
+from refmnn.backends.registry import BackendRegistry
 from refmnn.schedule import plan as plan_module
 from refmnn.schedule.memory import Interval, align, lower_bound, plan_arena, verify_no_overlap
 from tests.helpers import add_relu_model, make_model
@@ -140,3 +141,57 @@ def test_shape_chains_are_folded_at_known_shapes():
     assert set(session.plan.folded) == {"s", "n", "n1", "newshape"}
     everything = session.run({"X": x}, intermediates=True)
     np.testing.assert_array_equal(everything["newshape"], [4, -1])
+
+
+def _reshape_chain_model():
+    """R = Relu(X) dies at the Reshape that aliases it; S (R's bytes) is read only at the end,
+    after four new values of R's size: planned without merging the live ranges, one of them
+    would land on R's bytes (free after the Reshape) and overwrite S."""
+    f = TensorProto.FLOAT
+    shape = helper.make_tensor("shape", TensorProto.INT64, [2], [6, 4])
+    axes = helper.make_tensor("axes", TensorProto.INT64, [1], [0])
+    nodes = [
+        helper.make_node("Relu", ["X"], ["R"], name="relu"),
+        helper.make_node("Reshape", ["R", "shape"], ["S"], name="reshape"),
+        helper.make_node("Unsqueeze", ["S", "axes"], ["U"], name="unsqueeze"),
+        helper.make_node("Flatten", ["U"], ["F"], name="flatten", axis=1),
+        helper.make_node("Transpose", ["X"], ["T"], name="transpose", perm=[1, 0, 2]),
+        helper.make_node("Sigmoid", ["T"], ["A"], name="a"),
+        helper.make_node("Neg", ["A"], ["B"], name="b"),
+        helper.make_node("Exp", ["B"], ["C"], name="c"),
+        helper.make_node("Flatten", ["C"], ["D"], name="d", axis=0),
+        helper.make_node("Mul", ["F", "D"], ["Y"], name="y"),
+    ]
+    return make_model(nodes, [("X", f, (2, 3, 4))], [("Y", f, (1, 24))],
+                      initializers=[shape, axes])
+
+
+@pytest.mark.parametrize("backend", ["reference", "numba", "opencl"])
+def test_reshapes_are_planned_as_aliases_of_their_input(backend):
+    """Reshape-like steps (and the Rasters that lower them) run nothing: the output is the
+    input's bytes at the same offset, live for the union of both ranges; a Transpose (a real
+    permutation) still runs. Results equal the reference without an arena (no planning)."""
+    info = BackendRegistry().info(backend)
+    if not info.available:
+        pytest.skip(f"backend {backend} is not available here: {info.reason}")
+    x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+    want = refmnn.Session(_reshape_chain_model(), arena=False).run({"X": x})["Y"]
+    session = refmnn.Session(_reshape_chain_model(), backends=(backend,))
+    got = session.run({"X": x})["Y"]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    if backend == "reference":
+        np.testing.assert_array_equal(got, want)
+    plan = session.plan
+    steps = {s.node.name: s for s in plan.steps if isinstance(s, plan_module.RunStep)}
+    aliased = sorted(name for name, s in steps.items() if s.scheme == plan_module.ALIAS)
+    assert [steps[n].node.op for n in aliased] == \
+        (["Flatten", "Flatten", "Reshape", "Unsqueeze"] if backend == "reference" else ["Raster"] * 4)
+    transpose = [s for s in steps.values() if s.node.name.startswith("transpose")]
+    assert transpose and all(s.scheme != plan_module.ALIAS for s in transpose)
+    group = [steps[n].outputs[0] for n in aliased if not n.startswith("d")] + ["R"]
+    assert len({plan.slots[k].offset for k in group}) == 1
+    r, c = plan.slots["R"], plan.slots["C"]
+    # C is written after R's own last read: only the merged live range keeps it off R's bytes
+    assert c.first > r.last
+    assert r.offset >= c.offset + c.nbytes or c.offset >= r.offset + r.nbytes
+    assert "alias" in session.explain()

@@ -187,6 +187,11 @@ class Backend(abc.ABC):
     contract_version: ClassVar[int] = CONTRACT_VERSION
     host_memory: ClassVar[bool] = False
     """True when device tensors are NumPy arrays in host memory (no copies to the reference)."""
+    linear_memory: ClassVar[bool] = False
+    """True when :meth:`view` lays a tensor out as its C-order elements from the offset, whatever
+    its shape, so two views of the same bytes hold the same values (a buffer and an offset, not an
+    image or a blocked layout). The planner then runs reshapes on this backend as aliases: the
+    output gets the input's offset and nothing runs (:data:`refmnn.schedule.plan.ALIAS`)."""
 
     def __init__(self, config: BackendConfig | None = None) -> None:
         self.config = config or BackendConfig()

@@ -19,6 +19,7 @@ class HostMemory:
     """The memory half of the backend contract, for host NumPy arrays (a mixin)."""
 
     host_memory = True
+    linear_memory = True
 
     def allocate(self, nbytes: int, storage: Storage) -> Buffer:
         raw = np.empty(max(nbytes, 1) + ALIGNMENT, dtype=np.uint8)

@@ -3,8 +3,9 @@
 :class:`Prepared` is MNN's resize step: it allocates each backend's arena (one buffer of the
 planned peak), makes a device tensor for every planned value at its offset, uploads constants
 that non-host backends read into STATIC buffers once, builds each node's kernel with the chosen
-scheme and calls ``prepare``. :meth:`Prepared.run` is the execute step: it only moves feeds in,
-calls kernels and copies in order, and downloads the outputs.
+scheme and calls ``prepare`` (an ``alias`` step, a reshape planned onto its input's bytes, has
+no kernel). :meth:`Prepared.run` is the execute step: it only moves feeds in, calls kernels and
+copies in order, and downloads the outputs.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from refmnn.backends.reference import ReferenceBackend, Slot
 from refmnn.errors import OpError, RefmnnError, node_context
 from refmnn.ops._schema import OpContext
 from refmnn.runtime.interpreter import Callback, Runner
-from refmnn.schedule.plan import REFERENCE, CopyStep, Plan, RunStep
+from refmnn.schedule.plan import ALIAS, REFERENCE, CopyStep, Plan, RunStep
 
 
 class _Values(Mapping[str, Any]):
@@ -66,7 +67,7 @@ class Prepared:
         outer = _Values(self)
         workspace: dict[str, int] = {}
         for step in plan.steps:
-            if not isinstance(step, RunStep):
+            if not isinstance(step, RunStep) or step.scheme == ALIAS:  # nothing to run
                 self.kernels.append(None)
                 continue
             spec = plan.specs[step.node.name]
@@ -121,8 +122,8 @@ class Prepared:
             if isinstance(step, CopyStep):
                 self._copy(step)
                 continue
-            assert kernel is not None
-            self._run_step(step, kernel)
+            if kernel is not None:  # None: an ALIAS step, its output already holds the values
+                self._run_step(step, kernel)
             if intermediates or callback is not None:
                 outs = [self._download(key) if key else None for key in step.outputs]
                 if callback is not None:

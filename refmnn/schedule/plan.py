@@ -5,6 +5,7 @@
     infer_types -> fold_constants -> lower (only what the chosen backends lack)
       -> place (preference order, reference fallback, copies at backend boundaries)
       -> choose schemes (applies, then cost; the reason recorded)
+      -> alias reshapes (output = the input's bytes, where the backend's memory is linear)
       -> plan memory (per backend arena, liveness, greedy by size, verified)
 
 A Plan is frozen and printable (:meth:`Plan.table`), serialises deterministically
@@ -22,12 +23,19 @@ import numpy as np
 
 from refmnn.backends.base import Backend, KernelDef, NodeSpec, Scheme, Storage
 from refmnn.graph import Graph, Node, TensorType, ValueType
+from refmnn.ops.raster import DOMAIN as RASTER_DOMAIN, split_regions
 from refmnn.ops.registry import OpRegistry
 from refmnn.schedule.lower import CORE_OPS, fold_constants, lower_graph
 from refmnn.schedule.memory import ArenaPlan, Interval, plan_arena, verify_no_overlap
 from refmnn.schedule.shapes import UNFOLDABLE, infer_types
 
 REFERENCE = "reference"
+ALIAS = "alias"
+"""Scheme of a reshape whose output is its input's bytes under another shape: the planner gives
+both values one offset (their live ranges merged) and the step runs nothing (MNN and
+onnxruntime do the same). Only on backends with ``linear_memory`` (and the reference in arena
+mode), and only when input and output live in the same arena."""
+RESHAPES = frozenset(("", op) for op in ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +210,34 @@ def place_node(spec: NodeSpec, backends: Sequence[Backend], types: Mapping[str, 
     return REFERENCE, "reference", f"NumPy reference ({why})"
 
 
+def is_reshape(spec: NodeSpec) -> bool:
+    """True when the node's single output is its first input's elements in C order under
+    another shape: Reshape, Flatten, Squeeze, Unsqueeze, Identity, or a Raster with one region
+    that copies the whole source onto the whole output in order (a lowered reshape)."""
+    node = spec.node
+    if any(t is None or not _static_tensor(t) for t in (*spec.inputs[:1], *spec.outputs)) or \
+            len(node.outputs) != 1 or not node.inputs:
+        return False
+    source, output = spec.inputs[0], spec.outputs[0]
+    if source.dtype != output.dtype or source.numel() != output.numel():  # type: ignore[union-attr]
+        return False
+    if (node.domain, node.op) in RESHAPES:
+        return True
+    if (node.domain, node.op) != (RASTER_DOMAIN, "Raster") or len(node.inputs) != 1:
+        return False
+    regions = split_regions(spec.attrs["regions"], spec.attrs["rank"])
+    if len(regions) != 1:
+        return False
+    src, src_offset, dst_offset, sizes, src_strides, dst_strides = regions[0]
+    contiguous, step = [], 1
+    for n in reversed(sizes):
+        contiguous.insert(0, step)
+        step *= n
+    moving = [i for i, n in enumerate(sizes) if n > 1]
+    return src == 0 and src_offset == 0 and dst_offset == 0 and step == output.numel() and \
+        all(src_strides[i] == dst_strides[i] == contiguous[i] for i in moving)  # type: ignore[union-attr]
+
+
 # ---------------------------------------------------------------------------------------------
 # the pipeline
 
@@ -282,6 +318,27 @@ def compile_plan(
                      folded, reuse, reference_arena)
 
 
+def _aliases(steps: Sequence[Step], specs: Mapping[str, NodeSpec], slots: Mapping[str, Slot],
+             by_name: Mapping[str, Backend]) -> dict[str, str]:
+    """{output key: input key} of the reshape steps that can run as :data:`ALIAS`: input and
+    output in the same arena of a backend with linear memory (the reference: in arena mode)."""
+    alias_of: dict[str, str] = {}
+    for step in steps:
+        if not isinstance(step, RunStep) or not step.inputs or not step.inputs[0]:
+            continue
+        backend = by_name.get(step.backend)
+        if step.backend != REFERENCE and (backend is None or not backend.linear_memory):
+            continue
+        source, output = slots.get(step.inputs[0]), slots.get(step.outputs[0])
+        if source is None or output is None or source.storage is not Storage.ARENA or \
+                output.storage is not Storage.ARENA or not source.backend == output.backend == \
+                step.backend or source.nbytes != output.nbytes:
+            continue
+        if is_reshape(specs[step.node.name]):
+            alias_of[output.key] = source.key
+    return alias_of
+
+
 def _host(by_name: Mapping[str, Backend], name: str) -> bool:
     """True when the backend's tensors are host NumPy arrays (no copies needed between them)."""
     return name == REFERENCE or (name in by_name and by_name[name].host_memory)
@@ -346,17 +403,34 @@ def _assemble(graph: Graph, input_types: Mapping[str, ValueType | None], registr
         storage = Storage.ARENA if _static_tensor(t) and not direct else None
         nbytes = int(t.numel() * t.dtype.itemsize) if storage else 0  # type: ignore[union-attr, operator]
         slots[key] = Slot(key, owner, t, storage, 0, nbytes, first[key], last[key])
+    alias_of = _aliases(steps, specs, slots, by_name) if reuse else {}
     arenas: dict[str, ArenaPlan] = {}
     for backend in sorted({s.backend for s in slots.values()}):
-        intervals = [Interval(s.key, s.nbytes, s.first, s.last) for s in slots.values()
-                     if s.backend == backend and s.storage is Storage.ARENA]
+        members: dict[str, list[Slot]] = {}  # root key -> the values that share its bytes
+        for s in slots.values():
+            if s.backend == backend and s.storage is Storage.ARENA:
+                root = s.key
+                while root in alias_of:
+                    root = alias_of[root]
+                members.setdefault(root, []).append(s)
+        intervals = [Interval(root, group[0].nbytes, min(s.first for s in group),
+                              max(s.last for s in group)) for root, group in members.items()]
         arena = plan_arena(intervals, reuse=reuse)
         verify_no_overlap(intervals, arena)
-        arenas[backend] = arena
-        for iv in intervals:
-            old = slots[iv.key]
-            slots[iv.key] = Slot(old.key, old.backend, old.type, old.storage, arena.offsets[iv.key],
-                                 old.nbytes, old.first, old.last)
+        offsets = {s.key: arena.offsets[root] for root, group in members.items() for s in group}
+        arenas[backend] = ArenaPlan(offsets=offsets, sizes={s.key: arena.sizes[root] for root, group
+                                                            in members.items() for s in group},
+                                    peak=arena.peak, total=arena.total, lower_bound=arena.lower_bound)
+        for key, offset in offsets.items():
+            old = slots[key]
+            slots[key] = Slot(old.key, old.backend, old.type, old.storage, offset, old.nbytes,
+                              old.first, old.last)
+    for index, step in enumerate(steps):
+        if isinstance(step, RunStep) and step.outputs[0] in alias_of:
+            steps[index] = RunStep(step.node, step.opset, step.backend, ALIAS,
+                                   f"{step.reason}; run as an alias: the output is the input's "
+                                   f"bytes at one offset, nothing runs (else {step.scheme})",
+                                   step.inputs, step.outputs)
     return Plan(graph=graph, input_types=dict(input_types), steps=tuple(steps), slots=slots,
                 arenas=arenas, outputs=tuple(outputs), backends=tuple(b.name for b in backends),
                 folded=folded, specs=specs)

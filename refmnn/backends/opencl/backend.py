@@ -95,6 +95,7 @@ class OpenCLBackend(Backend):
 
     name = "opencl"
     host_memory = False
+    linear_memory = True  # a tensor is (buffer, byte offset, shape): C-order bytes from the offset
 
     def __init__(self, config: BackendConfig | None = None) -> None:
         super().__init__(config)
