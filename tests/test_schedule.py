@@ -195,3 +195,23 @@ def test_reshapes_are_planned_as_aliases_of_their_input(backend):
     assert c.first > r.last
     assert r.offset >= c.offset + c.nbytes or c.offset >= r.offset + r.nbytes
     assert "alias" in session.explain()
+
+
+def test_only_backends_with_linear_memory_get_aliases():
+    """A backend keeps running its reshapes unless it declares ``linear_memory`` (an image or
+    blocked layout cannot alias two shapes onto the same bytes)."""
+    from tests.test_lowering import CoreBackend
+
+    class LinearCore(CoreBackend):
+        name = "linear-core"
+        linear_memory = True
+
+    x = np.random.default_rng(1).standard_normal((2, 3, 4)).astype(np.float32)
+    want = refmnn.Session(_reshape_chain_model(), arena=False).run({"X": x})["Y"]
+    for cls, aliased in ((CoreBackend, 0), (LinearCore, 4)):
+        session = refmnn.Session(_reshape_chain_model(), backends=(cls.name,),
+                                 backend_registry=BackendRegistry(extra=[cls]))
+        np.testing.assert_array_equal(session.run({"X": x})["Y"], want)
+        steps = [s for s in session.plan.steps if isinstance(s, plan_module.RunStep)]
+        assert {s.backend for s in steps} == {cls.name}
+        assert sum(s.scheme == plan_module.ALIAS for s in steps) == aliased, session.explain()
