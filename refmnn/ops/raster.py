@@ -27,6 +27,16 @@ from refmnn.ops._schema import Attr, InferContext, op
 DOMAIN = "refmnn"
 
 
+def contiguous_strides(shape: Sequence[int]) -> list[int]:
+    """Element strides of a C-contiguous tensor of ``shape`` (a region's strides over a whole
+    tensor in order)."""
+    strides, step = [], 1
+    for dim in reversed(shape):
+        strides.append(step)
+        step *= int(dim)
+    return strides[::-1]
+
+
 def split_regions(regions: Sequence[int], rank: int) -> list[tuple[int, int, int, tuple[int, ...],
                                                                      tuple[int, ...], tuple[int, ...]]]:
     """Decode the flat ``regions`` attribute into (src, src_offset, dst_offset, sizes,

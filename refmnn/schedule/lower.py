@@ -23,7 +23,7 @@ import numpy as np
 
 from refmnn.dtypes import DType
 from refmnn.graph import Graph, Node, TensorType, ValueType
-from refmnn.ops.raster import DOMAIN as RASTER_DOMAIN
+from refmnn.ops.raster import DOMAIN as RASTER_DOMAIN, contiguous_strides
 from refmnn.ops._schema import OpDef
 from refmnn.ops.registry import OpRegistry
 
@@ -87,14 +87,6 @@ class RuleInput:
 Rule = Callable[[RuleInput, Emitter], bool]
 
 
-def _strides(shape: Sequence[int]) -> list[int]:
-    strides, step = [], 1
-    for dim in reversed(shape):
-        strides.append(step)
-        step *= dim
-    return strides[::-1]
-
-
 def affine_region(index_map: np.ndarray) -> list[int] | None:
     """If ``index_map`` (output element -> source flat index) is affine in the output's
     multi-index, return its region ``[0, offset, 0, sizes..., src_strides..., dst_strides...]``."""
@@ -114,7 +106,7 @@ def affine_region(index_map: np.ndarray) -> list[int] | None:
     predicted = offset + sum(g * s for g, s in zip(grids, src_strides, strict=True))
     if not np.array_equal(np.broadcast_to(predicted, shape), index_map):
         return None
-    return [0, offset, 0, *shape, *src_strides, *_strides(shape)]
+    return [0, offset, 0, *shape, *src_strides, *contiguous_strides(shape)]
 
 
 def lower_movement(rule: RuleInput, em: Emitter) -> bool:
@@ -149,11 +141,11 @@ def lower_concat(rule: RuleInput, em: Emitter) -> bool:
     axis = rule.attrs["axis"] % rank
     out_shape = list(shapes[0])
     out_shape[axis] = sum(s[axis] for s in shapes)
-    out_strides = _strides(out_shape)
+    out_strides = contiguous_strides(out_shape)
     regions: list[int] = []
     position = 0
     for k, shape in enumerate(shapes):
-        regions += [k, 0, position * out_strides[axis], *shape, *_strides(shape), *out_strides]
+        regions += [k, 0, position * out_strides[axis], *shape, *contiguous_strides(shape), *out_strides]
         position += shape[axis]
     em.emit("Raster", rule.node.inputs, opset=1, domain=RASTER_DOMAIN, out=rule.node.outputs[0],
             shape=tuple(out_shape), rank=rank, regions=tuple(regions))

@@ -14,6 +14,7 @@ A Plan is frozen and printable (:meth:`Plan.table`), serialises deterministicall
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ import numpy as np
 
 from refmnn.backends.base import Backend, KernelDef, NodeSpec, Scheme, Storage
 from refmnn.graph import Graph, Node, TensorType, ValueType
-from refmnn.ops.raster import DOMAIN as RASTER_DOMAIN, split_regions
+from refmnn.ops.raster import DOMAIN as RASTER_DOMAIN, contiguous_strides, split_regions
 from refmnn.ops.registry import OpRegistry
 from refmnn.schedule.lower import CORE_OPS, fold_constants, lower_graph
 from refmnn.schedule.memory import ArenaPlan, Interval, plan_arena, verify_no_overlap
@@ -229,12 +230,10 @@ def is_reshape(spec: NodeSpec) -> bool:
     if len(regions) != 1:
         return False
     src, src_offset, dst_offset, sizes, src_strides, dst_strides = regions[0]
-    contiguous, step = [], 1
-    for n in reversed(sizes):
-        contiguous.insert(0, step)
-        step *= n
+    contiguous = contiguous_strides(sizes)
     moving = [i for i, n in enumerate(sizes) if n > 1]
-    return src == 0 and src_offset == 0 and dst_offset == 0 and step == output.numel() and \
+    return src == 0 and src_offset == 0 and dst_offset == 0 and \
+        int(np.prod(sizes, dtype=np.int64)) == output.numel() and \
         all(src_strides[i] == dst_strides[i] == contiguous[i] for i in moving)  # type: ignore[union-attr]
 
 
@@ -417,20 +416,17 @@ def _assemble(graph: Graph, input_types: Mapping[str, ValueType | None], registr
                               max(s.last for s in group)) for root, group in members.items()]
         arena = plan_arena(intervals, reuse=reuse)
         verify_no_overlap(intervals, arena)
-        offsets = {s.key: arena.offsets[root] for root, group in members.items() for s in group}
-        arenas[backend] = ArenaPlan(offsets=offsets, sizes={s.key: arena.sizes[root] for root, group
-                                                            in members.items() for s in group},
-                                    peak=arena.peak, total=arena.total, lower_bound=arena.lower_bound)
+        placed = [(s.key, root) for root, group in members.items() for s in group]
+        offsets = {key: arena.offsets[root] for key, root in placed}
+        arenas[backend] = dataclasses.replace(
+            arena, offsets=offsets, sizes={key: arena.sizes[root] for key, root in placed})
         for key, offset in offsets.items():
-            old = slots[key]
-            slots[key] = Slot(old.key, old.backend, old.type, old.storage, offset, old.nbytes,
-                              old.first, old.last)
+            slots[key] = dataclasses.replace(slots[key], offset=offset)
     for index, step in enumerate(steps):
         if isinstance(step, RunStep) and step.outputs[0] in alias_of:
-            steps[index] = RunStep(step.node, step.opset, step.backend, ALIAS,
-                                   f"{step.reason}; run as an alias: the output is the input's "
-                                   f"bytes at one offset, nothing runs (else {step.scheme})",
-                                   step.inputs, step.outputs)
+            steps[index] = dataclasses.replace(
+                step, scheme=ALIAS, reason=f"{step.reason}; run as an alias: the output is the "
+                f"input's bytes at one offset, nothing runs (else {step.scheme})")
     return Plan(graph=graph, input_types=dict(input_types), steps=tuple(steps), slots=slots,
                 arenas=arenas, outputs=tuple(outputs), backends=tuple(b.name for b in backends),
                 folded=folded, specs=specs)

@@ -21,6 +21,7 @@ from numba import njit
 from refmnn.backends.base import NodeSpec
 from refmnn.dtypes import DType
 from refmnn.ops._erf import ERF32_P, ERF32_Q
+from refmnn.ops.raster import contiguous_strides
 
 RANK = 4
 F32 = frozenset({DType.float32})
@@ -64,14 +65,6 @@ PARALLEL_LOCK = threading.Lock()
 """Held around every call of a ``parallel=True`` kernel: Numba's workqueue threading layer
 aborts the process if two threads enter parallel loops at once; the OpenMP layer is thread-safe,
 but two sessions' loops at once would only oversubscribe the cores, so they take turns there too."""
-
-
-def contiguous_strides(shape: Sequence[int]) -> list[int]:
-    strides, step = [], 1
-    for dim in reversed(shape):
-        strides.append(step)
-        step *= int(dim)
-    return strides[::-1]
 
 
 def broadcast_layout(out_shape: Sequence[int], in_shapes: Sequence[Sequence[int]],

@@ -48,7 +48,7 @@ __kernel void conv_direct(__global const store_t *x, int x_off, __global const s
  * Grid (ceil(OW / DW_VW), OH, N * M): a work-item computes a strip of DW_VW = 8 neighbouring
  * outputs of one row. Why: the old one-work-item-per-output 1-D form spent most of its time in
  * i % OW, / OH, % M, and PoCL's loop vectoriser gives up on the clipped taps (masked loads), so
- * the SIMD is explicit here: at stride 1 (2) each tap is one vload8 (two vload8 .even) of the
+ * the SIMD is explicit here: at stride 1 (2) each tap is one 8-wide load (two with .even) of the
  * input row times a broadcast weight. The (image, channel) plane and the row are uniform per
  * work-item, so no work-item divides; KH, KW, SH, SW, DH, DW are compile-time (-D), so the taps
  * unroll (MobileNet's 3x3: nine vector multiply-adds). A strip that touches the left/right
@@ -61,8 +61,8 @@ __kernel void conv_direct(__global const store_t *x, int x_off, __global const s
 #define DW_WIN8(o) ((float8)(win[(o)], win[(o) + DW_SW], win[(o) + 2 * DW_SW], win[(o) + 3 * DW_SW], \
                              win[(o) + 4 * DW_SW], win[(o) + 5 * DW_SW], win[(o) + 6 * DW_SW], \
                              win[(o) + 7 * DW_SW]))
-/* Stride 2: two vload8, not vload16: PoCL 14 on AVX2 returns wrong lanes for float16-vector
- * loads (512-bit ABI). */
+/* Stride 2: two 8-wide loads, not one 16-wide: PoCL 14 on AVX2 returns wrong lanes for
+ * float16-vector loads (512-bit ABI). */
 #if DW_SW == 1
 #define DW_STRIP(p) LOAD_F8(p)
 #elif DW_SW == 2

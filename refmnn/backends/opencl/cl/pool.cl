@@ -12,8 +12,8 @@
  * inside the input reads each tap as one 8-wide load (stride 1) or two with .even (stride 2). Strips
  * at the left/right border take the scalar path with per-tap clipping. */
 #define P_VW 8
-/* Stride 2: two vload8, not vload16: PoCL 14 on AVX2 returns wrong lanes for float16-vector
- * loads (512-bit ABI). */
+/* Stride 2: two 8-wide loads, not one 16-wide: PoCL 14 on AVX2 returns wrong lanes for
+ * float16-vector loads (512-bit ABI). */
 #if P_SW == 1 && P_DW == 1
 #define P_STRIP(p) LOAD_F8(p)
 #elif P_SW == 2 && P_DW == 1
@@ -71,9 +71,7 @@ __kernel void pool2d(__global const store_t *x, int x_off, __global store_t *y, 
         float8 acc = (float8)(lo.s0, lo.s2, lo.s4, lo.s6, hi.s0, hi.s2, hi.s4, hi.s6);
         P_COMBINE_V(acc, ((float8)(lo.s1, lo.s3, lo.s5, lo.s7, hi.s1, hi.s3, hi.s5, hi.s7)));
         P_COMBINE_V(acc, ((float8)(lo.s2, lo.s4, lo.s6, hi.s0, hi.s2, hi.s4, hi.s6, ex)));
-        long i = y_off + row + ow0;
-        STORE(y, i, acc.s0); STORE(y, i + 1, acc.s1); STORE(y, i + 2, acc.s2); STORE(y, i + 3, acc.s3);
-        STORE(y, i + 4, acc.s4); STORE(y, i + 5, acc.s5); STORE(y, i + 6, acc.s6); STORE(y, i + 7, acc.s7);
+        STORE_F8(y + y_off + row + ow0, acc);
         return;
     }
 #elif defined(P_STRIP)
@@ -90,9 +88,7 @@ __kernel void pool2d(__global const store_t *x, int x_off, __global store_t *y, 
 #if !P_MAX
         acc /= (float)(rows * P_KW);                  /* every column of the strip is inside */
 #endif
-        long i = y_off + row + ow0;
-        STORE(y, i, acc.s0); STORE(y, i + 1, acc.s1); STORE(y, i + 2, acc.s2); STORE(y, i + 3, acc.s3);
-        STORE(y, i + 4, acc.s4); STORE(y, i + 5, acc.s5); STORE(y, i + 6, acc.s6); STORE(y, i + 7, acc.s7);
+        STORE_F8(y + y_off + row + ow0, acc);
         return;
     }
 #endif

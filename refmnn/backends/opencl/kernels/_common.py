@@ -18,6 +18,7 @@ import pyopencl as cl
 from refmnn.backends.base import Kernel, NodeSpec
 from refmnn.dtypes import DType
 from refmnn.errors import BackendError
+from refmnn.ops.raster import contiguous_strides
 
 CL_DIR = Path(__file__).resolve().parent.parent / "cl"
 F32 = frozenset({DType.float32})
@@ -327,14 +328,6 @@ class CLKernel(Kernel):
 
 def numel(shape: Sequence[int]) -> int:
     return int(np.prod([int(d) for d in shape], dtype=np.int64)) if len(shape) else 1
-
-
-def contiguous_strides(shape: Sequence[int]) -> list[int]:
-    strides, step = [], 1
-    for dim in reversed(shape):
-        strides.append(step)
-        step *= int(dim)
-    return strides[::-1]
 
 
 def collapse(sizes: Sequence[int], strides: Sequence[Sequence[int]]) -> tuple[list[int], list[list[int]]]:
