@@ -215,3 +215,59 @@ def test_only_backends_with_linear_memory_get_aliases():
         steps = [s for s in session.plan.steps if isinstance(s, plan_module.RunStep)]
         assert {s.backend for s in steps} == {cls.name}
         assert sum(s.scheme == plan_module.ALIAS for s in steps) == aliased, session.explain()
+
+
+def _runs_model():
+    """Concat(A, B) along channels with batch 1 (A and B written in place into C), Split of
+    Exp(C) (P and Q runs of E), Q read only at the end after four new values of its size; and
+    two Concats that must copy: batch 2 (the inputs are not runs of the output) and 12-byte runs
+    (not 64-byte aligned)."""
+    f = TensorProto.FLOAT
+    nodes = [
+        helper.make_node("Relu", ["X"], ["A"], name="a"),
+        helper.make_node("Sigmoid", ["X"], ["B"], name="b"),
+        helper.make_node("Concat", ["A", "B"], ["C"], name="concat", axis=1),
+        helper.make_node("Exp", ["C"], ["E"], name="exp"),
+        helper.make_node("Split", ["E"], ["P", "Q"], name="split", axis=1, num_outputs=2),
+        helper.make_node("Neg", ["P"], ["T1"], name="t1"),
+        helper.make_node("Abs", ["T1"], ["T2"], name="t2"),
+        helper.make_node("Sqrt", ["T2"], ["T3"], name="t3"),
+        helper.make_node("Neg", ["T3"], ["T4"], name="t4"),
+        helper.make_node("Mul", ["T4", "Q"], ["Y"], name="y"),
+        helper.make_node("Relu", ["Z"], ["ZR"], name="zr"),
+        helper.make_node("Concat", ["ZR", "Z"], ["ZC"], name="concat_batch", axis=1),
+        helper.make_node("Relu", ["W"], ["WR"], name="wr"),
+        helper.make_node("Concat", ["WR", "W"], ["WC"], name="concat_odd", axis=1),
+    ]
+    return make_model(nodes, [("X", f, (1, 16, 2, 2)), ("Z", f, (2, 16)), ("W", f, (1, 3))],
+                      [("Y", f, (1, 16, 2, 2)), ("ZC", f, (2, 32)), ("WC", f, (1, 6))], opset=18)
+
+
+@pytest.mark.parametrize("backend", ["reference", "numba", "opencl"])
+def test_concat_inputs_and_split_outputs_are_planned_as_runs_of_one_value(backend):
+    """A Concat whose inputs are aligned runs of its output runs nothing (the producers write
+    into the output's bytes), so does a Split whose outputs are runs of its input; the group
+    lives as long as any of its values. Batch > 1 and unaligned runs still copy."""
+    info = BackendRegistry().info(backend)
+    if not info.available:
+        pytest.skip(f"backend {backend} is not available here: {info.reason}")
+    rng = np.random.default_rng(2)
+    feeds = {"X": rng.standard_normal((1, 16, 2, 2)).astype(np.float32),
+             "Z": rng.standard_normal((2, 16)).astype(np.float32),
+             "W": rng.standard_normal((1, 3)).astype(np.float32)}
+    want = refmnn.Session(_runs_model(), arena=False).run(feeds)
+    session = refmnn.Session(_runs_model(), backends=(backend,))
+    got = session.run(feeds)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-6, atol=1e-7)
+    plan = session.plan
+    steps = [s for s in plan.steps if isinstance(s, plan_module.RunStep)]
+    idle = {s.node.name.split("/")[0] for s in steps if s.scheme == plan_module.ALIAS}
+    assert idle == {"concat", "split"}, session.explain()
+    slots = plan.slots
+    assert slots["A"].offset == slots["C"].offset and slots["B"].offset == slots["C"].offset + 256
+    assert slots["P"].offset == slots["E"].offset and slots["Q"].offset == slots["E"].offset + 256
+    q, t4 = slots["Q"], slots["T4"]
+    # T4 is written after E's own last read: only the group's merged live range keeps it off Q
+    assert t4.first > slots["E"].last
+    assert q.offset >= t4.offset + t4.nbytes or t4.offset >= q.offset + q.nbytes

@@ -190,8 +190,9 @@ class Backend(abc.ABC):
     linear_memory: ClassVar[bool] = False
     """True when :meth:`view` lays a tensor out as its C-order elements from the offset, whatever
     its shape, so two views of the same bytes hold the same values (a buffer and an offset, not an
-    image or a blocked layout). The planner then runs reshapes on this backend as aliases: the
-    output gets the input's offset and nothing runs (:data:`refmnn.schedule.plan.ALIAS`)."""
+    image or a blocked layout). The planner then runs steps that only move whole runs of bytes
+    (reshapes, Split, Concat) on this backend as aliases: their values get offsets inside one
+    another and nothing runs (:data:`refmnn.schedule.plan.ALIAS`)."""
 
     def __init__(self, config: BackendConfig | None = None) -> None:
         self.config = config or BackendConfig()

@@ -3,7 +3,7 @@
 :class:`Prepared` is MNN's resize step: it allocates each backend's arena (one buffer of the
 planned peak), makes a device tensor for every planned value at its offset, uploads constants
 that non-host backends read into STATIC buffers once, builds each node's kernel with the chosen
-scheme and calls ``prepare`` (an ``alias`` step, a reshape planned onto its input's bytes, has
+scheme and calls ``prepare`` (an ``alias`` step, whose values the planner laid over each other, has
 no kernel). :meth:`Prepared.run` is the execute step: it only moves feeds in, calls kernels and
 copies in order, and downloads the outputs.
 """

@@ -5,7 +5,7 @@
     infer_types -> fold_constants -> lower (only what the chosen backends lack)
       -> place (preference order, reference fallback, copies at backend boundaries)
       -> choose schemes (applies, then cost; the reason recorded)
-      -> alias reshapes (output = the input's bytes, where the backend's memory is linear)
+      -> alias runs (reshapes, Splits, Concats: values laid over each other, nothing to run)
       -> plan memory (per backend arena, liveness, greedy by size, verified)
 
 A Plan is frozen and printable (:meth:`Plan.table`), serialises deterministically
@@ -27,15 +27,17 @@ from refmnn.graph import Graph, Node, TensorType, ValueType
 from refmnn.ops.raster import DOMAIN as RASTER_DOMAIN, contiguous_strides, split_regions
 from refmnn.ops.registry import OpRegistry
 from refmnn.schedule.lower import CORE_OPS, fold_constants, lower_graph
-from refmnn.schedule.memory import ArenaPlan, Interval, plan_arena, verify_no_overlap
+from refmnn.schedule.memory import ALIGNMENT, ArenaPlan, Interval, align, plan_arena, verify_no_overlap
 from refmnn.schedule.shapes import UNFOLDABLE, infer_types
 
 REFERENCE = "reference"
 ALIAS = "alias"
-"""Scheme of a reshape whose output is its input's bytes under another shape: the planner gives
-both values one offset (their live ranges merged) and the step runs nothing (MNN and
-onnxruntime do the same). Only on backends with ``linear_memory`` (and the reference in arena
-mode), and only when input and output live in the same arena."""
+"""Scheme of a step whose values the planner lays over each other so that nothing needs to run
+(MNN and onnxruntime do the same): a reshape's output is its input's bytes; a Split's (or a
+lowered Slice's) outputs are contiguous runs of its input's bytes; a Concat's inputs are
+written straight into their runs of its output. Every value of such a group gets the group's
+offset plus its own, the live ranges merged into one. Only on backends with ``linear_memory``
+(and the reference in arena mode), only within one arena, and only at 64-byte-aligned runs."""
 RESHAPES = frozenset(("", op) for op in ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"))
 
 
@@ -211,30 +213,56 @@ def place_node(spec: NodeSpec, backends: Sequence[Backend], types: Mapping[str, 
     return REFERENCE, "reference", f"NumPy reference ({why})"
 
 
-def is_reshape(spec: NodeSpec) -> bool:
-    """True when the node's single output is its first input's elements in C order under
-    another shape: Reshape, Flatten, Squeeze, Unsqueeze, Identity, or a Raster with one region
-    that copies the whole source onto the whole output in order (a lowered reshape)."""
+def _runs(spec: NodeSpec) -> tuple[str, list[int]] | None:
+    """How a node's values lie in one another when it only moves whole contiguous runs of
+    elements (C order, one dtype): ``("view", offsets)`` when output j is the run of input 0 that
+    starts at element ``offsets[j]`` (reshapes: 0; Split with unit dims before its axis; a Raster
+    of one region reading one run, a lowered Reshape or Slice), ``("concat", offsets)`` when
+    input k is the run of the single output at ``offsets[k]`` and the runs tile it (Concat with
+    unit dims before its axis; a Raster whose regions copy whole, distinct sources so); else None.
+    """
     node = spec.node
-    if any(t is None or not _static_tensor(t) for t in (*spec.inputs[:1], *spec.outputs)) or \
-            len(node.outputs) != 1 or not node.inputs:
-        return False
-    source, output = spec.inputs[0], spec.outputs[0]
-    if source.dtype != output.dtype or source.numel() != output.numel():  # type: ignore[union-attr]
-        return False
+    gathers = (node.domain, node.op) in (("", "Concat"), (RASTER_DOMAIN, "Raster"))
+    values = (*(spec.inputs if gathers else spec.inputs[:1]), *spec.outputs)
+    if not node.inputs or any(t is None or not _static_tensor(t) for t in values) or \
+            len({t.dtype for t in values}) != 1:  # type: ignore[union-attr]
+        return None
+    first = spec.inputs[0]
     if (node.domain, node.op) in RESHAPES:
-        return True
-    if (node.domain, node.op) != (RASTER_DOMAIN, "Raster") or len(node.inputs) != 1:
-        return False
+        return ("view", [0]) if len(node.outputs) == 1 else None
+    if (node.domain, node.op) in (("", "Split"), ("", "Concat")):
+        shape = [int(d) for d in first.shape]  # type: ignore[union-attr]
+        axis = spec.attrs["axis"] % max(len(shape), 1)
+        if int(np.prod(shape[:axis], dtype=np.int64)) != 1:
+            return None
+        parts = spec.outputs if node.op == "Split" else spec.inputs
+        offsets = list(np.cumsum([0] + [t.numel() for t in parts[:-1]]))  # type: ignore[union-attr]
+        return ("view" if node.op == "Split" else "concat"), [int(o) for o in offsets]
+    if (node.domain, node.op) != (RASTER_DOMAIN, "Raster") or len(node.outputs) != 1:
+        return None
     regions = split_regions(spec.attrs["regions"], spec.attrs["rank"])
-    if len(regions) != 1:
-        return False
-    src, src_offset, dst_offset, sizes, src_strides, dst_strides = regions[0]
-    contiguous = contiguous_strides(sizes)
-    moving = [i for i, n in enumerate(sizes) if n > 1]
-    return src == 0 and src_offset == 0 and dst_offset == 0 and \
-        int(np.prod(sizes, dtype=np.int64)) == output.numel() and \
-        all(src_strides[i] == dst_strides[i] == contiguous[i] for i in moving)  # type: ignore[union-attr]
+    runs = {}  # source index -> (source offset, output offset, length) of its region's run
+    for src, src_offset, dst_offset, sizes, src_strides, dst_strides in regions:
+        contiguous = contiguous_strides(sizes)
+        if src in runs or any(not (src_strides[i] == dst_strides[i] == contiguous[i])
+                              for i, n in enumerate(sizes) if n > 1):
+            return None
+        runs[src] = (src_offset, dst_offset, int(np.prod(sizes, dtype=np.int64)))
+    out_size = spec.outputs[0].numel()  # type: ignore[union-attr]
+    if len(node.inputs) == 1 and len(runs) == 1:
+        src_offset, dst_offset, size = runs[0]
+        return ("view", [src_offset]) if dst_offset == 0 and size == out_size else None
+    if sorted(runs) != list(range(len(node.inputs))) or \
+            any(src_offset != 0 or size != spec.inputs[k].numel()  # type: ignore[union-attr]
+                for k, (src_offset, _, size) in runs.items()):
+        return None
+    order = sorted(range(len(runs)), key=lambda k: runs[k][1])
+    position = 0
+    for k in order:  # the runs tile the output
+        if runs[k][1] != position:
+            return None
+        position += runs[k][2]
+    return ("concat", [runs[k][1] for k in range(len(runs))]) if position == out_size else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -318,24 +346,49 @@ def compile_plan(
 
 
 def _aliases(steps: Sequence[Step], specs: Mapping[str, NodeSpec], slots: Mapping[str, Slot],
-             by_name: Mapping[str, Backend]) -> dict[str, str]:
-    """{output key: input key} of the reshape steps that can run as :data:`ALIAS`: input and
-    output in the same arena of a backend with linear memory (the reference: in arena mode)."""
-    alias_of: dict[str, str] = {}
-    for step in steps:
+             by_name: Mapping[str, Backend]) -> tuple[dict[str, tuple[str, int]], set[int]]:
+    """``({key: (parent key, byte offset in the parent)}, indices of the steps left with nothing
+    to run)`` for the steps of :func:`_runs` whose values all live in the same arena of a
+    backend with linear memory (the reference: in arena mode). A value gets one parent at most:
+    a step whose values would need a second one keeps running."""
+    alias_of: dict[str, tuple[str, int]] = {}
+    idle: set[int] = set()
+    for index, step in enumerate(steps):
         if not isinstance(step, RunStep) or not step.inputs or not step.inputs[0]:
             continue
         backend = by_name.get(step.backend)
         if step.backend != REFERENCE and (backend is None or not backend.linear_memory):
             continue
-        source, output = slots.get(step.inputs[0]), slots.get(step.outputs[0])
-        if source is None or output is None or source.storage is not Storage.ARENA or \
-                output.storage is not Storage.ARENA or not source.backend == output.backend == \
-                step.backend or source.nbytes != output.nbytes:
+        found = _runs(specs[step.node.name])
+        if found is None:
             continue
-        if is_reshape(specs[step.node.name]):
-            alias_of[output.key] = source.key
-    return alias_of
+        kind, offsets = found
+        whole, parts = (step.inputs[0], step.outputs) if kind == "view" else \
+            (step.outputs[0], step.inputs)
+        keys = [whole, *parts]
+        chosen = [slots.get(k) if k else None for k in keys]
+        itemsize = specs[step.node.name].inputs[0].dtype.itemsize  # type: ignore[union-attr]
+        links = {part: (whole, offset * itemsize) for part, offset in zip(parts, offsets, strict=True)}
+        if any(s is None or s.storage is not Storage.ARENA or s.backend != step.backend
+               for s in chosen) or len(set(keys)) != len(keys) or \
+                any(part in alias_of or delta % ALIGNMENT for part, (_, delta) in links.items()):
+            continue
+        alias_of.update(links)
+        idle.add(index)
+    return alias_of, idle
+
+
+def _root(key: str, alias_of: Mapping[str, tuple[str, int]]) -> tuple[str, int]:
+    """The value whose bytes hold ``key`` (itself when it has no parent) and ``key``'s byte
+    offset in it."""
+    delta, seen = 0, {key}
+    while key in alias_of:
+        key, step = alias_of[key]
+        delta += step
+        if key in seen:
+            raise AssertionError(f"memory plan: alias cycle through {key!r}")
+        seen.add(key)
+    return key, delta
 
 
 def _host(by_name: Mapping[str, Backend], name: str) -> bool:
@@ -402,31 +455,29 @@ def _assemble(graph: Graph, input_types: Mapping[str, ValueType | None], registr
         storage = Storage.ARENA if _static_tensor(t) and not direct else None
         nbytes = int(t.numel() * t.dtype.itemsize) if storage else 0  # type: ignore[union-attr, operator]
         slots[key] = Slot(key, owner, t, storage, 0, nbytes, first[key], last[key])
-    alias_of = _aliases(steps, specs, slots, by_name) if reuse else {}
+    alias_of, idle = _aliases(steps, specs, slots, by_name) if reuse else ({}, set())
     arenas: dict[str, ArenaPlan] = {}
     for backend in sorted({s.backend for s in slots.values()}):
-        members: dict[str, list[Slot]] = {}  # root key -> the values that share its bytes
+        members: dict[str, list[tuple[Slot, int]]] = {}  # root -> (value, byte offset in it)
         for s in slots.values():
             if s.backend == backend and s.storage is Storage.ARENA:
-                root = s.key
-                while root in alias_of:
-                    root = alias_of[root]
-                members.setdefault(root, []).append(s)
-        intervals = [Interval(root, group[0].nbytes, min(s.first for s in group),
-                              max(s.last for s in group)) for root, group in members.items()]
+                root, delta = _root(s.key, alias_of)
+                members.setdefault(root, []).append((s, delta))
+        intervals = [Interval(root, slots[root].nbytes, min(s.first for s, _ in group),
+                              max(s.last for s, _ in group)) for root, group in members.items()]
         arena = plan_arena(intervals, reuse=reuse)
         verify_no_overlap(intervals, arena)
-        placed = [(s.key, root) for root, group in members.items() for s in group]
-        offsets = {key: arena.offsets[root] for key, root in placed}
-        arenas[backend] = dataclasses.replace(
-            arena, offsets=offsets, sizes={key: arena.sizes[root] for key, root in placed})
+        offsets = {s.key: arena.offsets[root] + delta for root, group in members.items()
+                   for s, delta in group}
+        arenas[backend] = dataclasses.replace(arena, offsets=offsets, sizes={
+            s.key: align(s.nbytes) for group in members.values() for s, _ in group})
         for key, offset in offsets.items():
             slots[key] = dataclasses.replace(slots[key], offset=offset)
-    for index, step in enumerate(steps):
-        if isinstance(step, RunStep) and step.outputs[0] in alias_of:
-            steps[index] = dataclasses.replace(
-                step, scheme=ALIAS, reason=f"{step.reason}; run as an alias: the output is the "
-                f"input's bytes at one offset, nothing runs (else {step.scheme})")
+    for index in idle:
+        step = steps[index]
+        steps[index] = dataclasses.replace(  # type: ignore[arg-type]
+            step, scheme=ALIAS, reason=f"{step.reason}; run as an alias: its values share bytes "  # type: ignore[union-attr]
+            f"at planned offsets, nothing runs (else {step.scheme})")  # type: ignore[union-attr]
     return Plan(graph=graph, input_types=dict(input_types), steps=tuple(steps), slots=slots,
                 arenas=arenas, outputs=tuple(outputs), backends=tuple(b.name for b in backends),
                 folded=folded, specs=specs)
