@@ -91,9 +91,10 @@ def test_zoo_model_runs_entirely_on_numba(name):
 SCHEME_TOL = {"winograd_f43": 5.0}
 
 
-def check_node(model, feeds, *, node="n0", min_schemes=1, tol=1e-5, must_run=()):
+def check_node(model, feeds, *, node="n0", min_schemes=1, tol=1e-5, must_run=(), inspect=None):
     """Run ``node`` of ``model`` with every applicable scheme of the numba backend and compare with
-    the reference; the session as a whole must also place the node on numba and agree."""
+    the reference; the session as a whole must also place the node on numba and agree.
+    ``inspect(scheme name, outputs)`` may check each scheme's outputs further."""
     everything = refmnn.Session(model, check=False).run(feeds, intermediates=True)
     expected = {v.name: everything[v.name] for v in model.graph.output}
     session = refmnn.Session(model, backends=("numba",), check=False)
@@ -138,6 +139,8 @@ def check_node(model, feeds, *, node="n0", min_schemes=1, tol=1e-5, must_run=())
             assert out.dtype == ref.dtype and out.shape == ref.shape
             limit = tol * SCHEME_TOL.get(scheme.name, 1.0)
             assert rel_l2(out, ref) <= limit, (scheme.name, rel_l2(out, ref))
+        if inspect is not None:
+            inspect(scheme.name, outputs)
         ran.append(scheme.name)
     assert len(ran) >= min_schemes, ran
     for name in must_run:
@@ -569,6 +572,52 @@ def test_fused_matmul(act, params, bias, residual):
     check_node(model, feeds, must_run=("blas", "blocked"))
 
 
+@pytest.mark.parametrize(("q", "kt", "v", "mask"), [
+    ((1, 3, 197, 64), (1, 3, 64, 197), (1, 3, 197, 64), None),          # ViT-Tiny's layer
+    ((2, 4, 37, 5), (2, 4, 5, 23), (2, 4, 23, 7), (2, 1, 1, 23)),       # odd sizes, padding mask
+    ((2, 4, 37, 5), (1, 4, 5, 23), (4, 23, 7), (37, 23)),               # broadcast batch, 2-D mask
+    ((3, 40, 8), (3, 8, 33), (3, 33, 8), (3, 40, 1)),                   # one value per query row
+    ((6, 9), (9, 11), (11, 4), (11,)),                                  # rank 2: one item
+])
+def test_fused_attention(q, kt, v, mask):
+    """refmnn::FusedAttention = softmax(scale * Q @ KT + mask) @ V: both schemes, several row
+    blocks per item (Sq 37 and 40 over blocks of 8-32 rows, the last one partial)."""
+    inputs = [("Q", F, q), ("KT", F, kt), ("V", F, v)] + ([("M", F, mask)] if mask else [])
+    node = helper.make_node("FusedAttention", [n for n, *_ in inputs], ["Y"], name="n0",
+                            domain="refmnn", scale=0.3)
+    model = make_model([node], inputs, [("Y", F, None)], extra_opsets=[("refmnn", 1)])
+    feeds = {name: rand(*shape) for name, _, shape in inputs}
+    if mask:  # some keys dropped (-inf), the rest biased; every row keeps a key
+        m = feeds["M"]
+        feeds["M"] = np.where((RNG.random(m.shape) < 0.4) & (np.arange(m.shape[-1]) > 0), -np.inf,
+                              m).astype(np.float32)
+    check_node(model, feeds, must_run=("blas", "loops"))
+
+
+def test_fused_attention_causal_mask_and_empty_keys():
+    """A causal mask gives exact zeros above the diagonal; with no keys at all (Sk = 0) the
+    output is zeros (the loops scheme: blas needs every dimension > 0)."""
+    sq, d = 40, 16
+    causal = np.where(np.tril(np.ones((sq, sq), bool)), 0, -np.inf).astype(np.float32)
+    inputs = [("Q", F, (2, sq, d)), ("KT", F, (2, d, sq)), ("V", F, (2, sq, d))]
+    node = helper.make_node("FusedAttention", ["Q", "KT", "V", "M"], ["Y"], name="n0",
+                            domain="refmnn", scale=0.25)
+    model = make_model([node], inputs, [("Y", F, None)], extra_opsets=[("refmnn", 1)],
+                       initializers=[numpy_helper.from_array(causal, "M")])
+    feeds = {name: rand(*shape) for name, _, shape in inputs}
+    feeds["V"][:, 1:] = 3e38  # query 0 sees key 0 only: a weight of even 1e-38 on a later key shows
+
+    def first_row_is_v0(scheme, outputs):
+        np.testing.assert_array_equal(outputs[0][:, 0], feeds["V"][:, 0], err_msg=scheme)
+
+    check_node(model, feeds, must_run=("blas", "loops"), inspect=first_row_is_v0)
+    empty = [("Q", F, (2, 5, 3)), ("KT", F, (2, 3, 0)), ("V", F, (2, 0, 4))]
+    node = helper.make_node("FusedAttention", ["Q", "KT", "V"], ["Y"], name="n0", domain="refmnn")
+    model = make_model([node], empty, [("Y", F, None)], extra_opsets=[("refmnn", 1)])
+    ran = check_node(model, {name: rand(*shape) for name, _, shape in empty})
+    assert ran == ["loops"]
+
+
 @pytest.mark.parametrize(("ta", "tb", "alpha", "beta", "c_shape"), [
     (0, 1, 1.0, 1.0, (5,)), (1, 0, 0.5, 2.0, (3, 5)), (1, 1, 1.0, 0.0, (1, 5)), (0, 0, 2.0, 1.0, None)])
 @pytest.mark.parametrize("fused", [False, True])
@@ -661,7 +710,8 @@ def test_each_jit_build_has_its_own_disk_cache_entry():  # type: ignore[no-untyp
     jit options: two builds of one Python function (a parallel kernel and its serial copy)
     would overwrite each other's cached machine code, and a later process could run the serial
     loops where the parallel ones were asked for. Every dispatcher of the kernel modules must
-    therefore have a (module, qualified name) of its own (see ``_common.renamed``)."""
+    therefore have a (module, qualified name) of its own (see ``_common.renamed``); a second
+    name bound to the same dispatcher (``attention.SCORES``) is the same build."""
     import importlib
     import pkgutil
 
@@ -669,7 +719,7 @@ def test_each_jit_build_has_its_own_disk_cache_entry():  # type: ignore[no-untyp
 
     import refmnn.backends.numba.kernels as package
 
-    owners: dict[tuple[str, str], str] = {}
+    owners: dict[tuple[str, str], tuple[str, object]] = {}
     seen = 0
     for info in pkgutil.iter_modules(package.__path__):
         module = importlib.import_module(f"{package.__name__}.{info.name}")
@@ -677,14 +727,16 @@ def test_each_jit_build_has_its_own_disk_cache_entry():  # type: ignore[no-untyp
             if not isinstance(value, CPUDispatcher) or value.__module__ != module.__name__:
                 continue
             key = (value.py_func.__module__, value.py_func.__qualname__)
-            assert owners.setdefault(key, f"{module.__name__}.{attr}") == f"{module.__name__}.{attr}", \
-                f"{owners[key]} and {module.__name__}.{attr} share the cache name {key}"
+            name, first = owners.setdefault(key, (f"{module.__name__}.{attr}", value))
+            assert first is value, f"{name} and {module.__name__}.{attr} share the cache name {key}"
             seen += 1
     assert seen > 20  # the scan found the kernels
     from refmnn.backends.numba.kernels import conv, fused
     assert conv.conv_depthwise3x3_serial.targetoptions.get("parallel") is not True
     assert conv.conv_depthwise3x3.targetoptions.get("parallel") is True
     assert fused.epilogue_serial.py_func.__qualname__ == "epilogue_kernel_serial"
+    from refmnn.backends.numba.kernels import attention
+    assert attention.attend_blas.py_func.__qualname__ == "_attend_blas"
 
 
 def test_omp_wait_option_reaches_the_openmp_runtime():  # type: ignore[no-untyped-def]

@@ -13,7 +13,7 @@ import refmnn
 from refmnn.converter import load
 from refmnn.demo import rel_l2
 from refmnn.ops import default_registry
-from refmnn.ops.fused import fused_conv, fused_gemm, fused_matmul
+from refmnn.ops.fused import fused_attention, fused_conv, fused_gemm, fused_matmul
 from refmnn.schedule import optimize as opt
 from refmnn.schedule.shapes import infer_types
 from tests.helpers import make_model
@@ -392,6 +392,90 @@ def test_gemm_relu_is_one_fused_gemm():
     _check_same(model, {"X": rng.standard_normal((3, 5)).astype(np.float32)}, exact=True)
 
 
+# ---------------------------------------------------------------------------------------------
+# attention
+
+B, H, SQ, SK, D = 2, 3, 5, 7, 4
+
+
+def _attention_model(*, q_scale=None, k_scale=None, scale=("Div", 2.0), mask=None, axis=-1,
+                     opset=17, probs_out=False, scores_out=False):
+    """softmax(scale(q @ kt) [+ mask], axis) @ v with optional scalings of q and kt: the
+    shapes of BERT's attention (q, kt, v graph inputs, per-head batch dims)."""
+    nodes, inits = [], []
+    q, kt = "q", "kt"
+    for name, factor in (("q", q_scale), ("kt", k_scale)):
+        if factor is not None:
+            inits.append(_init(f"{name}_c", np.float32(factor)))
+            nodes.append(helper.make_node("Mul", [name, f"{name}_c"], [f"{name}_s"], name=f"{name}_mul"))
+            q, kt = (f"{name}_s", kt) if name == "q" else (q, f"{name}_s")
+    nodes.append(helper.make_node("MatMul", [q, kt], ["scores"], name="qk"))
+    value = "scores"
+    if scale is not None:
+        op, c = scale
+        inits.append(_init("c", np.float32(c) if np.ndim(c) == 0 else np.asarray(c, np.float32)))
+        nodes.append(helper.make_node(op, [value, "c"], ["scaled"], name="scale"))
+        value = "scaled"
+    inputs = [("q", F, (B, H, SQ, D)), ("kt", F, (B, H, D, SK)), ("v", F, (B, H, SK, 6))]
+    if mask is not None:
+        inputs.append(("mask", F, mask))
+        nodes.append(helper.make_node("Add", ["mask", value], ["masked"], name="add_mask"))
+        value = "masked"
+    attrs = {} if axis is None else {"axis": axis}
+    nodes.append(helper.make_node("Softmax", [value], ["probs"], name="softmax", **attrs))
+    nodes.append(helper.make_node("MatMul", ["probs", "v"], ["Y"], name="av"))
+    outputs = [("Y", F, (B, H, SQ, 6))] + ([("probs", F, (B, H, SQ, SK))] if probs_out else []) + \
+        ([("scores", F, (B, H, SQ, SK))] if scores_out else [])
+    return make_model(nodes, inputs, outputs, initializers=inits, opset=opset)
+
+
+def _attention_feeds(mask=None, seed=21):
+    rng = _rng(seed)
+    feeds = {"q": rng.standard_normal((B, H, SQ, D)), "kt": rng.standard_normal((B, H, D, SK)),
+             "v": rng.standard_normal((B, H, SK, 6))}
+    if mask is not None:
+        feeds["mask"] = np.where(rng.random(mask) < 0.3, -np.inf, rng.standard_normal(mask))
+    return {k: v.astype(np.float32) for k, v in feeds.items()}
+
+
+@pytest.mark.parametrize(("kwargs", "scale"), [
+    ({}, 0.5),                                                          # BERT: Div by sqrt(d)
+    ({"scale": ("Mul", 0.25), "mask": (B, 1, 1, SK)}, 0.25),            # padding mask
+    ({"scale": None, "q_scale": 0.125}, 0.125),                         # timm ViT: q * d**-0.5
+    ({"q_scale": 0.5, "k_scale": 0.5, "mask": (SQ, SK)}, 0.125),        # both sides + causal-like
+    ({"opset": 11, "axis": 3}, 0.5),                                    # Softmax-11 on the last axis
+])
+def test_attention_chain_is_one_fused_attention(kwargs, scale):
+    model = _attention_model(**kwargs)
+    _, graph = _optimize(model, passes=(opt.fuse_attention,))
+    assert _ops(graph) == {"refmnn::FusedAttention": 1}
+    (node,) = graph.nodes
+    assert node.inputs == ("q", "kt", "v", "mask")[:4 if "mask" in kwargs else 3]
+    assert node.attrs["scale"] == pytest.approx(scale, rel=1e-7)
+    _check_same(model, _attention_feeds(kwargs.get("mask")), tol=1e-6)
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"probs_out": True},                    # the probabilities are a graph output
+    {"scores_out": True},                   # so are the raw scores
+    {"axis": 2},                            # softmax over the queries, not the keys
+    {"opset": 11, "axis": None},            # Softmax-11's default axis 1 coerces [B, H*SQ*SK]
+    {"scale": ("Mul", [0.5, 1, 1, 1, 1, 1, 1])},  # a per-key factor, not a scalar
+    {"mask": (2, B, H, SQ, SK)},            # a mask that would enlarge the scores
+])
+def test_attention_chain_is_kept_where_a_precondition_fails(kwargs):
+    model = _attention_model(**kwargs)
+    original, graph = _optimize(model, passes=(opt.fuse_attention,))
+    assert _ops(graph) == _ops(original)
+
+
+def test_attention_is_not_fused_for_a_target_without_the_op():
+    model = _attention_model(mask=(SQ, SK))
+    original, graph = _optimize(model, passes=(opt.fuse_attention,),
+                                supports=lambda domain, op: op != "FusedAttention")
+    assert _ops(graph) == _ops(original)
+
+
 def test_fused_op_references_equal_their_definitions():
     rng = _rng(13)
     x = rng.standard_normal((2, 4, 6, 6)).astype(np.float32)
@@ -411,6 +495,13 @@ def test_fused_op_references_equal_their_definitions():
                                np.tanh(a[0] @ b + bias), rtol=1e-6)
     with pytest.raises(ValueError):
         fused_conv(x, w, None, rng.standard_normal((3, 6, 3, 3)).astype(np.float32), group=2)
+    q, kt, v = (rng.standard_normal(s).astype(np.float32) for s in ((2, 5, 4), (2, 4, 6), (6, 3)))
+    mask = np.where(np.tril(np.ones((5, 6))) > 0, 0, -np.inf).astype(np.float32)
+    softmax = REG.resolve("", "Softmax", 13)
+    np.testing.assert_array_equal(fused_attention(q, kt, v, mask, scale=0.5),
+                                  softmax((q @ kt) * np.float32(0.5) + mask, axis=-1) @ v)
+    with pytest.raises(ValueError, match="mask"):
+        fused_attention(q, kt, v, np.zeros((2, 2, 5, 6), np.float32), scale=1.0)
 
 
 def test_fused_conv_shape_rule_rejects_a_bad_residual_and_activation():

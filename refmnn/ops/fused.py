@@ -9,10 +9,13 @@ unfused graph calls them::
     FusedConv(X, W, B, Z)      = act(Add(Conv(X, W, B), Z))          Z optional
     FusedMatMul(A, B, bias, Z) = act(Add(Add(MatMul(A, B), bias), Z)) bias, Z optional
     FusedGemm(A, B, C)         = act(Gemm(A, B, C))
+    FusedAttention(Q, KT, V, mask)
+                               = MatMul(Softmax(Add(Mul(MatMul(Q, KT), scale), mask)), V)
 
 so on the reference backend a fused node computes exactly (bit for bit) what the chain it
 replaced computed, apart from the Gelu recognised from its Erf formula (computed by Gelu's own
-reference, which rounds once instead of after every step).
+reference, which rounds once instead of after every step) and FusedAttention's one ``scale``
+(the pass folds a Div by c into a Mul by 1 / c, and a scaled Q or KT into the scores' scale).
 
 Activations (the ``activation`` attribute) and their parameters:
 
@@ -82,19 +85,19 @@ def apply_activation(y: np.ndarray, activation: str, alpha: float, lo: float, hi
     raise ValueError(f"unknown activation {activation!r}; expected one of {ACTIVATIONS}")
 
 
-def _add_residual(y: np.ndarray, z: np.ndarray | None) -> np.ndarray:
+def _add_residual(y: np.ndarray, z: np.ndarray | None, what: str = "residual") -> np.ndarray:
     """y + z by Add's reference; z must broadcast to y's shape without enlarging it."""
     if z is None:
         return y
     out = ew_ops.add.reference(y, z)
     if out.shape != y.shape:
-        raise ValueError(f"residual of shape {list(z.shape)} would broadcast the result "
+        raise ValueError(f"{what} of shape {list(z.shape)} would broadcast the result "
                          f"{list(y.shape)} to {list(out.shape)}")
     return out
 
 
 def _check_epilogue(ctx: InferContext, y: TensorType, z: TensorType | None,
-                    activation: str) -> TensorType:
+                    activation: str, what: str = "residual") -> TensorType:
     """Shape rule shared by the fused ops: Y keeps the producer's type; a residual with a known
     shape must broadcast to it without enlarging it; the activation name must be known."""
     if activation not in ACTIVATIONS:
@@ -102,10 +105,10 @@ def _check_epilogue(ctx: InferContext, y: TensorType, z: TensorType | None,
     ys, zs = shape_of(y), shape_of(z)
     if ys is not None and zs is not None:
         if len(zs) > len(ys):
-            ctx.fail(f"residual of rank {len(zs)} is larger than the result's {len(ys)}")
+            ctx.fail(f"{what} of rank {len(zs)} is larger than the result's {len(ys)}")
         for yd, zd in zip(ys[len(ys) - len(zs):], zs, strict=True):
             if isinstance(yd, int) and isinstance(zd, int) and zd not in (1, yd):
-                ctx.fail(f"residual shape {list(zs)} does not broadcast to {list(ys)}")
+                ctx.fail(f"{what} shape {list(zs)} does not broadcast to {list(ys)}")
     return y
 
 
@@ -193,4 +196,50 @@ def fused_gemm(A: np.ndarray, B: np.ndarray, C: np.ndarray | None = None, *, alp
     return apply_activation(y, activation, activation_alpha, activation_min, activation_max)
 
 
-OPS = (fused_conv, fused_matmul, fused_gemm)
+# --- FusedAttention ---------------------------------------------------------------------------
+
+
+def _fused_attention_rule(ctx: InferContext, q: TensorType | None, kt: TensorType | None,
+                          v: TensorType | None, mask: TensorType | None = None, **_: Any
+                          ) -> TensorType:
+    for name, t in (("Q", q), ("KT", kt), ("V", v)):
+        shape = shape_of(t)
+        if shape is not None and len(shape) < 2:
+            ctx.fail(f"{name} must have rank >= 2, got {list(shape)}")
+    dtype = dtype_of(q)
+    if dtype is not None and not dtype.is_float:
+        ctx.fail(f"FusedAttention computes a softmax: Q must be a float type, got {dtype.name}")
+    scores = linalg_ops._matmul_rule(ctx, q, kt)
+    _check_epilogue(ctx, scores, mask, "none", "mask")
+    return linalg_ops._matmul_rule(ctx, scores, v)
+
+
+@op("FusedAttention", since=1, domain=DOMAIN, inputs=("Q", "KT", "V", "mask?"), outputs=("Y",),
+    attrs=(Attr("scale", "float", 1.0, "multiplies the scores Q @ KT before the mask"),),
+    infer=_fused_attention_rule)
+def fused_attention(Q: np.ndarray, KT: np.ndarray, V: np.ndarray, mask: np.ndarray | None = None,
+                    *, scale: float) -> np.ndarray:
+    """Scaled dot-product attention as a transformer exports it, one head per batch item::
+
+        S = MatMul(Q, KT) * scale [+ mask]      scores, [..., Sq, Sk]
+        P = Softmax-13(S, axis=-1)              each query's weights over the keys
+        Y = MatMul(P, V)                        [..., Sq, Dv]
+
+    Q: [..., Sq, D]; KT: [..., D, Sk], the keys already transposed (the operand the scores'
+    MatMul reads); V: [..., Sk, Dv]; batch dims broadcast as in MatMul (typically [B, heads]).
+    mask: optional additive bias (0 to keep, -inf or a large negative number to drop a key),
+    broadcastable to S without enlarging it. Each step is the reference of the op it stands
+    for, rounded to Q's float dtype in between, as in the unfused graph.
+
+    Edge cases (the Softmax reference's): a row whose scores are all -inf, or hold NaN, gives
+    NaN; Sk = 0 gives an empty softmax and Y of zeros; a large score does not overflow (the row
+    max is subtracted first).
+    """
+    s = linalg_ops.matmul.reference(Q, KT)
+    s = ew_ops.mul.reference(s, np.array(scale, dtype=s.dtype))
+    s = _add_residual(s, mask, "mask")
+    p = act_ops.softmax.reference(s, axis=-1)
+    return linalg_ops.matmul.reference(p, V)
+
+
+OPS = (fused_conv, fused_matmul, fused_gemm, fused_attention)

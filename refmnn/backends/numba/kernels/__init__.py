@@ -12,6 +12,7 @@ from refmnn.backends.base import KernelDef
 def all_kernel_defs() -> tuple[KernelDef, ...]:
     from refmnn.backends.numba.kernels import (
         activation,
+        attention,
         cast,
         conv,
         elementwise,
@@ -24,6 +25,6 @@ def all_kernel_defs() -> tuple[KernelDef, ...]:
         shape,
     )
 
-    modules = (conv, linalg, pool, elementwise, activation, reduction, norm, raster, shape,
-               indexing, cast)
+    modules = (conv, linalg, attention, pool, elementwise, activation, reduction, norm, raster,
+               shape, indexing, cast)
     return tuple(k for m in modules for k in m.KERNELS)

@@ -34,7 +34,7 @@ from numba import njit, prange
 
 from refmnn.backends.base import Kernel, KernelDef, NodeSpec, Scheme
 from refmnn.backends.numba.kernels._common import (F32, JIT, PARALLEL_LOCK, PJIT, SUM_MATH, flat,
-                                                    numel)
+                                                    numel, renamed)
 from refmnn.backends.numba.kernels.elementwise import unary_def
 
 
@@ -105,6 +105,13 @@ def normalise_rows(e, rows, a):
         scale = np.float32(1.0 / total)
         for j in range(a):
             row[j] *= scale
+
+
+# serial builds of the row passes, for kernels that run them inside their own parallel loop
+# (FusedAttention's blocks of rows, :mod:`.attention`)
+row_maxes_serial = njit(**JIT, fastmath={"nnan", "nsz", "reassoc"})(
+    renamed(row_maxes.py_func, "_serial"))
+normalise_rows_serial = njit(**JIT, fastmath=SUM_MATH)(renamed(normalise_rows.py_func, "_serial"))
 
 
 @njit(**JIT)

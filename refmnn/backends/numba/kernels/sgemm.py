@@ -23,7 +23,7 @@ ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
 
 _i32, _i64, _f32 = types.int32, types.int64, types.float32
 # pointers are passed as 64-bit integers (the same register as a pointer on every 64-bit ABI)
-_sgemm = types.ExternalFunction(SYMBOL, types.void(
+cblas_sgemm = types.ExternalFunction(SYMBOL, types.void(
     _i32, _i32, _i32, _i64, _i64, _i64, _f32, _i64, _i64, _i64, _i64, _f32, _i64, _i64))
 
 
@@ -57,7 +57,7 @@ def _panels(pa, pb, out, ta, tb, lda, ldb, m, n, k, batch, sa, sb, parts, by_col
         oa = item * sa + (i0 * lda if ta == NO_TRANS else i0)
         ob = item * sb + (j0 if tb == NO_TRANS else j0 * ldb)
         oc = item * m * n + i0 * n + j0
-        _sgemm(ROW_MAJOR, ta, tb, i1 - i0, j1 - j0, k, 1.0, pa + 4 * oa, lda,
+        cblas_sgemm(ROW_MAJOR, ta, tb, i1 - i0, j1 - j0, k, 1.0, pa + 4 * oa, lda,
                pb + 4 * ob, ldb, 0.0, pc + 4 * oc, n)
         if has_b or has_z or act != 0:
             # without a residual ``za`` is [1, 1] and this slice empty: never read then
@@ -66,4 +66,4 @@ def _panels(pa, pb, out, ta, tb, lda, ldb, m, n, k, batch, sa, sb, parts, by_col
 
 
 gemm_panels = njit(**PJIT)(_panels)
-__all__ = ["PARALLEL_LOCK", "gemm_panels", "register"]
+__all__ = ["PARALLEL_LOCK", "cblas_sgemm", "gemm_panels", "register"]
