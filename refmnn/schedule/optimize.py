@@ -137,6 +137,14 @@ def _shape(ctx: PassContext, name: str) -> tuple[Any, ...] | None:
     return None
 
 
+def _with_nodes(graph: Graph, nodes: Sequence[Node]) -> Graph:
+    """``graph`` with ``nodes``, importing the fused ops' domain when a node is of it."""
+    opsets = dict(graph.opsets)
+    if any(n.domain == FUSED_DOMAIN for n in nodes):
+        opsets.setdefault(FUSED_DOMAIN, 1)
+    return graph.replace(nodes=tuple(nodes), opsets=opsets)
+
+
 def _fresh(graph: Graph, hint: str, taken: set[str]) -> str:
     """A value name not used in the graph nor in ``taken`` (which it joins)."""
     used = taken | set(graph.initializers) | {v.name for v in graph.inputs}
@@ -506,10 +514,7 @@ def fuse_epilogues(graph: Graph, ctx: PassContext) -> Graph:
         for node in (prod, *chain[:-1]):
             del nodes[_pos(nodes, node)]
         gone |= {id(n) for n in (prod, *chain)}
-    opsets = dict(graph.opsets)
-    if any(n.domain == FUSED_DOMAIN for n in nodes):
-        opsets.setdefault(FUSED_DOMAIN, 1)
-    return graph.replace(nodes=tuple(nodes), opsets=opsets)
+    return _with_nodes(graph, nodes)
 
 
 def _is_const(graph: Graph, ctx: PassContext, name: str, target: float, rtol: float = 1e-6) -> bool:
@@ -585,13 +590,12 @@ def _scaling(graph: Graph, ctx: PassContext, node: Node) -> tuple[str, float] | 
             graph.opset_of(node) < 7:
         return None
     for x, c in ((node.inputs[0], node.inputs[1]), (node.inputs[1], node.inputs[0])):
-        value = _const(graph, ctx, c)
+        f = _scalar(graph, ctx, c)
         tx, tc = ctx.types.get(x), ctx.types.get(c)
-        if value is None or value.size != 1 or x == c or not isinstance(tx, TensorType) or \
+        if f is None or x == c or not isinstance(tx, TensorType) or \
                 not isinstance(tc, TensorType) or tx.dtype is None or tx.dtype != tc.dtype or \
                 not tx.dtype.is_float or _shape(ctx, node.outputs[0]) != _shape(ctx, x):
             continue
-        f = float(value.reshape(-1)[0])
         if node.op == "Div":
             if x != node.inputs[0] or f == 0.0:
                 return None
@@ -692,10 +696,7 @@ def fuse_attention(graph: Graph, ctx: PassContext) -> Graph:
         nodes[_pos(nodes, av)] = fused
         for node in (*absorbed, softmax):
             del nodes[_pos(nodes, node)]
-    opsets = dict(graph.opsets)
-    if any(n.domain == FUSED_DOMAIN for n in nodes):
-        opsets.setdefault(FUSED_DOMAIN, 1)
-    return graph.replace(nodes=tuple(nodes), opsets=opsets)
+    return _with_nodes(graph, nodes)
 
 
 # ---------------------------------------------------------------------------------------------

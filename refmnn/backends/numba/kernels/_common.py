@@ -111,6 +111,15 @@ def numel(spec_type) -> int:  # type: ignore[no-untyped-def]
     return int(np.prod(spec_type.shape, dtype=np.int64)) if spec_type.shape else 1
 
 
+def batch_items(shape: Sequence[int], batch: Sequence[int]) -> np.ndarray:
+    """For an operand of ``shape`` ([..., rows, cols]) whose leading axes broadcast to ``batch``
+    (MatMul's rule): the index of its [rows, cols] matrix that each batch item reads, int64
+    [prod(batch)] in C order."""
+    lead = tuple(int(d) for d in shape[:-2])
+    index = np.arange(int(np.prod(lead, dtype=np.int64)), dtype=np.int64).reshape(lead)
+    return np.ascontiguousarray(np.broadcast_to(index, tuple(batch))).reshape(-1)
+
+
 def flat(a: np.ndarray) -> np.ndarray:
     """A 1-D view of a C-contiguous array (a copy only if it is not contiguous)."""
     return a.reshape(-1)

@@ -38,7 +38,8 @@ from numba import njit, prange
 
 from refmnn.backends.base import Kernel, KernelDef, NodeSpec, Scheme
 from refmnn.backends.numba.kernels import sgemm
-from refmnn.backends.numba.kernels._common import F32, JIT, PARALLEL_LOCK, PJIT, renamed
+from refmnn.backends.numba.kernels._common import (F32, JIT, PARALLEL_LOCK, PJIT, batch_items,
+                                                    renamed)
 from refmnn.backends.numba.kernels.activation import (exp_shifted, normalise_rows_serial,
                                                       row_maxes_serial)
 from refmnn.ops.fused import DOMAIN as FUSED_DOMAIN
@@ -106,15 +107,16 @@ def _apply_loops(p, v, out, vbase, obase, m, sk, dv):
 def _scores_blas(q, kt, s, qbase, kbase, m, sk, d, scale):
     """As :func:`_scores_loops`, by one sgemm (alpha = scale)."""
     sgemm.cblas_sgemm(sgemm.ROW_MAJOR, sgemm.NO_TRANS, sgemm.NO_TRANS, m, sk, d, scale,
-                q.ctypes.data + 4 * qbase, d, kt.ctypes.data + 4 * kbase, sk, 0.0,
-                s.ctypes.data, sk)
+                      q.ctypes.data + 4 * qbase, d, kt.ctypes.data + 4 * kbase, sk, 0.0,
+                      s.ctypes.data, sk)
 
 
 @njit(**JIT)
 def _apply_blas(p, v, out, vbase, obase, m, sk, dv):
     """As :func:`_apply_loops`, by one sgemm."""
-    sgemm.cblas_sgemm(sgemm.ROW_MAJOR, sgemm.NO_TRANS, sgemm.NO_TRANS, m, dv, sk, 1.0, p.ctypes.data,
-                sk, v.ctypes.data + 4 * vbase, dv, 0.0, out.ctypes.data + 4 * obase, dv)
+    sgemm.cblas_sgemm(sgemm.ROW_MAJOR, sgemm.NO_TRANS, sgemm.NO_TRANS, m, dv, sk, 1.0,
+                      p.ctypes.data, sk, v.ctypes.data + 4 * vbase, dv, 0.0,
+                      out.ctypes.data + 4 * obase, dv)
 
 
 SCORES, APPLY = _scores_loops, _apply_loops  # the products :func:`_attend` calls (rebound below)
@@ -151,15 +153,6 @@ attend_loops = njit(**PJIT)(_attend)
 attend_blas = njit(**PJIT)(renamed(_attend, "_blas", SCORES=_scores_blas, APPLY=_apply_blas))
 
 
-def _item_offsets(shape: tuple[int, ...], batch: tuple[int, ...]) -> np.ndarray:
-    """Element offset of each item (batch index, C order) of an operand of ``shape`` whose
-    leading axes broadcast to ``batch``: int64 [prod(batch)]."""
-    lead = (1,) * (len(batch) + 2 - len(shape)) + shape[:-2]
-    step = shape[-2] * shape[-1]
-    index = np.arange(int(np.prod(lead, dtype=np.int64)), dtype=np.int64).reshape(lead) * step
-    return np.ascontiguousarray(np.broadcast_to(index, batch), dtype=np.int64).reshape(-1)
-
-
 class FusedAttention(Kernel):
     def __init__(self, use_blas: bool) -> None:
         self.use_blas = use_blas
@@ -175,13 +168,14 @@ class FusedAttention(Kernel):
         out = tuple(int(d) for d in spec.outputs[0].shape)
         batch = out[:-2]
         self.sq, self.d, self.sk, self.dv = q[-2], q[-1], kt[-1], v[-1]
-        self.offsets = [_item_offsets(x, batch) for x in (q, kt, v)]
+        # element offset of each batch item's matrix in each operand
+        self.offsets = [batch_items(x, batch) * (x[-2] * x[-1]) for x in (q, kt, v)]
         items = int(np.prod(batch, dtype=np.int64))
         mask = spec.inputs[3] if len(spec.inputs) > 3 else None
         self.has_mask = mask is not None
         if self.has_mask:
             shape = (1,) * (2 - mask.rank) + tuple(int(d) for d in mask.shape)
-            self.offsets.append(_item_offsets(shape, batch))
+            self.offsets.append(batch_items(shape, batch) * (shape[-2] * shape[-1]))
             self.mr = 0 if shape[-2] == 1 else shape[-1]
             self.mc = 0 if shape[-1] == 1 else 1
         else:

@@ -29,7 +29,7 @@ from numba import njit, prange
 
 from refmnn.backends.base import Kernel, KernelDef, NodeSpec, Scheme, Storage
 from refmnn.backends.numba.kernels import strassen
-from refmnn.backends.numba.kernels._common import F32, PARALLEL_LOCK, PJIT
+from refmnn.backends.numba.kernels._common import F32, PARALLEL_LOCK, PJIT, batch_items
 from refmnn.backends.numba.kernels.fused import Epilogue, epilogue_ok
 from refmnn.ops.fused import DOMAIN as FUSED_DOMAIN
 
@@ -89,10 +89,7 @@ class MatMulBlocked(Kernel):
         a, b = (tuple(int(d) for d in t.shape) for t in spec.inputs[:2])
         out = tuple(int(d) for d in spec.outputs[0].shape)
         batch = out[:-2]
-        ia = np.broadcast_to(np.arange(int(np.prod(a[:-2], dtype=np.int64))).reshape(a[:-2]), batch)
-        ib = np.broadcast_to(np.arange(int(np.prod(b[:-2], dtype=np.int64))).reshape(b[:-2]), batch)
-        self.ia = np.ascontiguousarray(ia, dtype=np.int64).reshape(-1)
-        self.ib = np.ascontiguousarray(ib, dtype=np.int64).reshape(-1)
+        self.ia, self.ib = batch_items(a, batch), batch_items(b, batch)
         self.shapes = ((-1, *a[-2:]), (-1, *b[-2:]), (-1, *out[-2:]))
         self.epilogue = Epilogue(spec, 2, 3)
 
