@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Create .venv (if needed) and install refmnn with the given extras into it.
 #   scripts/setup.sh            -> refmnn + zoo (torch) + onnxruntime
+#   scripts/setup.sh numba,opencl -> + the numba and OpenCL (PoCL) backends (the demo's set-up)
 #   scripts/setup.sh test       -> + the test dependencies (numba, PoCL OpenCL, hypothesis, ...)
 #   scripts/setup.sh test,bench -> + the benchmark peers (MNN, matplotlib, ...)
 # pip's output goes to .venv/setup.log and is shown only if the install fails.
