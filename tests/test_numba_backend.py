@@ -373,6 +373,32 @@ def test_pool(op, attrs):
     check_node(model, {"X": rand(2, 3, 9, 8)})
 
 
+@pytest.mark.parametrize(("pads", "ceil_mode"), [([0, 0, 0, 0], 0), ([1, 1, 1, 1], 0),
+                                                  ([0, 1, 2, 0], 1), ([2, 2, 2, 2], 1)])
+def test_maxpool_3x3_stride2_special_values(pads, ceil_mode):
+    """MaxPool's 3x3 stride-2 path (one loop over three rows, then the interior outputs' three
+    taps as a de-interleaved pair, the borders tap by tap) against the reference bit for bit:
+    NaN wins wherever it is (interior, corner, last column), +-inf and -0 pass through."""
+    node = helper.make_node("MaxPool", ["X"], ["Y"], name="n0", kernel_shape=[3, 3],
+                            strides=[2, 2], pads=pads, ceil_mode=ceil_mode)
+    model = make_model([node], [("X", F, (2, 3, 13, 12))], [("Y", F, None)])
+    x = rand(2, 3, 13, 12)
+    x[0, 0, 5, 6] = np.nan
+    x[0, 1, 0, 0] = np.nan
+    x[1, 2, 12, 11] = np.nan
+    x[1, 0, 4, 3] = np.inf
+    x[1, 1] = -np.inf
+    x[0, 2, 7] = -0.0
+    x[0, 2, 6] = -1.0
+    expected = refmnn.Session(model, check=False).run({"X": x})["Y"]
+    session = refmnn.Session(model, backends=("numba",), check=False)
+    got = session.run({"X": x})["Y"]
+    assert all(s.backend == "numba" for s in session.plan.steps if isinstance(s, RunStep))
+    assert np.isnan(got).sum() >= 3
+    np.testing.assert_array_equal(got, expected)
+    assert np.array_equal(np.signbit(got), np.signbit(expected))
+
+
 def test_raster_from_movement_ops():
     """Transpose, Slice, Reshape, Concat, Expand lower to Raster; the session runs them on numba."""
     shape_c = numpy_helper.from_array(np.array([4, 30], np.int64), "shape")

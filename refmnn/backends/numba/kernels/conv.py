@@ -27,8 +27,10 @@ mobilenet_v2 8.35 / 7.38 / 7.32 ms and mobilenet_v1 14.63 / 12.98 / 12.91 ms.
 ``im2col_gemm`` -- any group, stride, dilation and padding.
     Per image and group, the receptive fields are packed (``im2col``, in parallel over the K rows)
     into a WORKSPACE matrix ``[K, OH*OW]``, then one BLAS sgemm ``W_g [OC/g, K] @ col`` writes
-    straight into the output plane. Cost: ``2 * MACS`` (sgemm) ``+ 4 * N * C * KH * KW * OH * OW``
-    (packing traffic) ``+ 2e6 * N * g`` (per-group launch and sgemm overhead, ~40 us: it rules
+    straight into the output plane, its epilogue applied per panel as in ``gemm_1x1``
+    (:class:`GemmConv`; against a separate epilogue pass, per node, 2 threads: no change beyond
+    noise on MobileNet-v2's first conv or ResNet-18's ten im2col convs). Cost: ``2 * MACS``
+    (sgemm) ``+ 4 * N * C * KH * KW * OH * OW`` (packing traffic) ``+ 2e6 * N * g`` (per-group launch and sgemm overhead, ~40 us: it rules
     the scheme out for depthwise layers, where 960 groups took 60 ms against 0.6 ms).
 ``gemm_1x1`` -- 1x1 kernel, stride 1, no padding, one group: the input plane already *is* the
     im2col matrix ``[C, H*W]``, so the conv is one sgemm per image with no packing; bias,
@@ -307,6 +309,13 @@ def _depthwise3x3(x, w, bias, out, s, pt, pl, mult, act, alpha, lo, hi, scratch,
     * stride 1: the padded plane ``[Hp, Wp]``, ``P = Wp``; tap (kh, kw) is ``pad[q + kh*P + kw]``.
     * stride 2: the padded plane split by row and column parity into four planes of pitch
       ``P = OW + 1`` ("space to depth"); each tap is ``plane[q (+1) (+P)]`` of one of them.
+      Each input row is first copied into a zero-padded row, whose even and odd columns then
+      go to their two planes in one loop. Copying each parity straight from the input row at
+      stride 2 (one loop per parity) took 70% of the kernel; against it, median us of 300
+      calls, three rounds, 2 threads: 96 @ 112 524-597 -> 220-279, 144 @ 56 169-253 ->
+      107-180, 192 @ 28 and 576 @ 14 unchanged within noise (1 thread: 747-809 -> 390-395,
+      326-329 -> 208-213); MobileNet-v2 end to end, interleaved in one process: 8.63 -> 8.25
+      and 9.47 -> 9.07 ms, mobilenet_v1 10.64 -> 10.35 ms, outputs equal.
 
     One loop per output row instead ran mostly in LLVM's scalar remainder (rows of 7..56
     outputs against a 16-lane vector loop unrolled 4x), and a flat stride-2 loop over the plain
@@ -323,11 +332,14 @@ def _depthwise3x3(x, w, bias, out, s, pt, pl, mult, act, alpha, lo, hi, scratch,
     size = rows * pitch  # one plane (s == 1) or each of the four parity planes (s == 2)
     planes = 1 if s == 1 else 4
     length = (oh_n - 1) * pitch + ow_n
+    wide = 2 * pitch if s == 2 else 0  # stride 2: one padded input row (>= wp columns)
     jobs = n_img * oc_n
     for part in prange(parts):
         buf = scratch[part, :planes * size]
         acc = scratch[part, planes * size:planes * size + length]
+        padded = scratch[part, planes * size + length:planes * size + length + wide]
         buf[:] = 0
+        padded[:] = 0
         for t in range(part * jobs // parts, (part + 1) * jobs // parts):
             n = t // oc_n
             oc = t % oc_n
@@ -336,21 +348,24 @@ def _depthwise3x3(x, w, bias, out, s, pt, pl, mult, act, alpha, lo, hi, scratch,
             for ih in range(max(0, -pt), min(h, hp - pt)):
                 r = ih + pt
                 line = src[ih]
+                count = min(wd, wp - pl)
                 if s == 1:
-                    row = buf[r * pitch + pl:r * pitch + pl + wd]
-                    for k in range(min(wd, wp - pl)):
+                    row = buf[r * pitch + pl:r * pitch + pl + count]
+                    for k in range(count):
                         row[k] = line[k]
-                else:  # column c = iw + pl goes to parity plane (r % 2, c % 2), column c // 2
-                    first, end = max(0, -pl), min(wd, wp - pl)
-                    for parity in range(2):
-                        i0 = first + (first + pl + parity) % 2  # first iw of this parity
-                        if i0 >= end:
-                            continue
-                        d0 = ((r % 2) * 2 + parity) * size + (r // 2) * pitch + (i0 + pl) // 2
-                        dst = buf[d0:]
-                        seg = line[i0:]
-                        for m in range((end - i0 + 1) // 2):
-                            dst[m] = seg[2 * m]
+                else:
+                    # the zero-padded row (its padding columns are never written, so they stay
+                    # zero), then its even and odd columns c into column c // 2 of parity
+                    # planes (r % 2, 0) and (r % 2, 1): one loop reading both members of each
+                    # pair, which LLVM vectorises as a de-interleave
+                    inner = padded[pl:pl + count]
+                    for k in range(count):
+                        inner[k] = line[k]
+                    even = buf[(r % 2) * 2 * size + (r // 2) * pitch:]
+                    odd = buf[((r % 2) * 2 + 1) * size + (r // 2) * pitch:]
+                    for m in range(pitch):
+                        even[m] = padded[2 * m]
+                        odd[m] = padded[2 * m + 1]
             b = bias[oc]
             k3 = w[oc, 0]
             if s == 1:
@@ -500,7 +515,7 @@ class Depthwise3x3Conv(ConvBase):
             pitch, planes = (ow - 1) + 3, ((oh - 1) + 3) * ((ow - 1) + 3)
         else:
             pitch, planes = ow + 1, 4 * (oh + 1) * (ow + 1)
-        self.per = planes + (oh - 1) * pitch + ow
+        self.per = planes + (oh - 1) * pitch + ow + (2 * pitch if sh == 2 else 0)
         self.workspace_bytes = self.parts * self.per * 4
 
     def run(self, inputs, outputs, workspace):
@@ -519,9 +534,42 @@ class Depthwise3x3Conv(ConvBase):
         self.epilogue(inputs, outputs[0])
 
 
-class Im2colConv(ConvBase):
+class GemmConv(ConvBase):
+    """A conv computed as sgemms ``out[n, group] = W[group] @ cols``: bias, residual and
+    activation are applied to each panel by the thread that computed it, while it is in cache
+    (:func:`.fused.epilogue_rows`), unless the residual broadcasts (then one epilogue pass after
+    the sgemms)."""
+
     bias_in_epilogue = True
 
+    def prepare(self, spec: NodeSpec) -> None:
+        super().prepare(spec)
+        z = spec.inputs[3] if len(spec.inputs) > 3 else None
+        self.in_panel = self.epilogue.active and (
+            z is None or tuple(int(d) for d in z.shape) == tuple(int(d) for d in spec.outputs[0].shape))
+        self._none1 = np.zeros(1, np.float32)
+        self._none2 = np.zeros((1, 1), np.float32)
+
+    def product(self, inputs, a, b, n, group, o) -> None:  # type: ignore[no-untyped-def]
+        """``o = a @ b``, the output channels of image ``n``'s ``group`` as ``[OC/g, P]``, with
+        the in-panel epilogue when ``in_panel`` (the caller runs ``self.epilogue`` otherwise)."""
+        if not self.in_panel:
+            self.backend.gemm(a, b, o)
+            return
+        ep = self.epilogue
+        has_b, has_z = ep.bias_input is not None, ep.z_input is not None
+        rows = slice(group * o.shape[0], (group + 1) * o.shape[0])
+        bias = inputs[2][rows] if has_b else self._none1
+        z = inputs[3][n][rows].reshape(o.shape) if has_z else self._none2
+
+        def finish(panel, i0, i1, j0, j1):  # type: ignore[no-untyped-def]
+            epilogue_rows(o, bias, z, has_b, has_z, ep.act, ep.alpha, ep.lo, ep.hi,
+                          i0, i1, j0, j1)
+
+        self.backend.gemm(a, b, o, finish, (bias, z, has_b, has_z, ep.act, ep.alpha, ep.lo, ep.hi))
+
+
+class Im2colConv(GemmConv):
     def prepare(self, spec: NodeSpec) -> None:
         super().prepare(spec)
         oc, cg, kh, kw = (int(d) for d in spec.inputs[1].shape)
@@ -542,24 +590,13 @@ class Im2colConv(ConvBase):
             for gi in range(g):
                 with PARALLEL_LOCK:
                     im2col(x, n, gi * cg, cg, kh, kw, sh, sw, dh, dw, pt, pl, self.oh, self.ow, col)
-                self.backend.gemm(wm[gi], col, planes[gi])
-        self.epilogue(inputs, out)
+                self.product(inputs, wm[gi], col, n, gi, planes[gi])
+        if not self.in_panel:
+            self.epilogue(inputs, out)
 
 
-class Gemm1x1Conv(ConvBase):
-    """One sgemm per image; bias, residual and activation applied per panel by the thread that
-    computed it (:func:`.fused.epilogue_rows`), unless the residual broadcasts (then one
-    epilogue pass after the sgemms)."""
-
-    bias_in_epilogue = True
-
-    def prepare(self, spec: NodeSpec) -> None:
-        super().prepare(spec)
-        z = spec.inputs[3] if len(spec.inputs) > 3 else None
-        self.in_panel = self.epilogue.active and (
-            z is None or tuple(int(d) for d in z.shape) == tuple(int(d) for d in spec.outputs[0].shape))
-        self._none1 = np.zeros(1, np.float32)
-        self._none2 = np.zeros((1, 1), np.float32)
+class Gemm1x1Conv(GemmConv):
+    """One sgemm per image: the input plane already is the im2col matrix."""
 
     def run(self, inputs, outputs, workspace):
         x, w, out = inputs[0], inputs[1], outputs[0]
@@ -567,24 +604,10 @@ class Gemm1x1Conv(ConvBase):
         oc = w.shape[0]
         p = x.shape[2] * x.shape[3]
         wm = w.reshape(oc, c)
-        ep = self.epilogue
-        if not self.in_panel:
-            for n in range(n_img):
-                self.backend.gemm(wm, x[n].reshape(c, p), out[n].reshape(oc, p))
-            ep(inputs, out)
-            return
-        has_b, has_z = ep.bias_input is not None, ep.z_input is not None
-        b = inputs[2] if has_b else self._none1
         for n in range(n_img):
-            o = out[n].reshape(oc, p)
-            z = inputs[3][n].reshape(oc, p) if has_z else self._none2
-
-            def finish(panel, i0, i1, j0, j1, o=o, z=z):  # type: ignore[no-untyped-def]
-                epilogue_rows(o, b, z, has_b, has_z, ep.act, ep.alpha, ep.lo, ep.hi,
-                              i0, i1, j0, j1)
-
-            self.backend.gemm(wm, x[n].reshape(c, p), o, finish,
-                              (b, z, has_b, has_z, ep.act, ep.alpha, ep.lo, ep.hi))
+            self.product(inputs, wm, x[n].reshape(c, p), n, 0, out[n].reshape(oc, p))
+        if not self.in_panel:
+            self.epilogue(inputs, out)
 
 
 # ---------------------------------------------------------------------------------------------
