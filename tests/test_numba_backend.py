@@ -671,10 +671,11 @@ def test_gemm(ta, tb, alpha, beta, c_shape, fused):
     (False, False, 0, (37, 29, 53)), (True, False, 0, (64, 17, 9)), (False, True, 0, (5, 31, 70)),
     (True, True, 0, (33, 8, 41)), (False, False, 3, (11, 13, 40)), (False, False, 1, (50, 7, 3)),
 ])
-@pytest.mark.parametrize("epilogue", [False, True])
+@pytest.mark.parametrize("epilogue", [None, "rows", "cols"])
 def test_gemm_in_region(ta, tb, batch, shape, epilogue, monkeypatch):
-    """Gemm's ``region`` path (sgemm per panel inside one prange, epilogue per panel) against
-    NumPy: transposed operands, batches (shared and broadcast weights), odd panel sizes."""
+    """Gemm's ``region`` path (sgemm per panel inside one prange, epilogue per panel, the bias
+    per row as a conv's or per column as a MatMul's) against NumPy: transposed operands,
+    batches (shared and broadcast weights), odd panel sizes."""
     from refmnn.backends.numba import _blas
     from refmnn.backends.numba.kernels import fused
 
@@ -693,9 +694,11 @@ def test_gemm_in_region(ta, tb, batch, shape, epilogue, monkeypatch):
     want = np.matmul(a, b)
     ep = None
     if epilogue:
-        bias, z = rand(m), rand(*lead, m, n)
-        ep = (bias, z, True, True, fused.CLIP, np.float32(0), np.float32(-0.5), np.float32(0.7))
-        want = np.clip((want + bias[:, None]) + z, -0.5, 0.7)
+        cols = epilogue == "cols"
+        bias, z = rand(n if cols else m), rand(*lead, m, n)
+        ep = (bias, z, True, True, cols, fused.CLIP, np.float32(0), np.float32(-0.5),
+              np.float32(0.7))
+        want = np.clip((want + (bias if cols else bias[:, None])) + z, -0.5, 0.7)
     gemm.begin()
     try:
         gemm(a, b, out, epilogue=ep)

@@ -37,7 +37,7 @@ SPLIT_MIN_FLOPS = 3e7
 # The same inside one Numba parallel loop on the OpenMP layer, whose launch costs 1-2 us.
 REGION_SPLIT_MIN_FLOPS = 2e6
 F32 = np.dtype(np.float32)
-_NO_EPILOGUE = (np.zeros(1, np.float32), np.zeros(1, np.float32), False, False, 0,
+_NO_EPILOGUE = (np.zeros(1, np.float32), np.zeros(1, np.float32), False, False, False, 0,
                 np.float32(0), np.float32(0), np.float32(0))
 
 
@@ -135,8 +135,8 @@ class Gemm:
         """``out = a @ b``; then ``finish(panel, i0, i1, j0, j1)`` on each panel
         ``out[..., i0:i1, j0:j1]``, called by the thread that computed it, right after its
         sgemm (a fused epilogue while the panel is in cache; one call on the whole output when
-        the product is not split). ``epilogue``, ``(bias, z, has_b, has_z, act, alpha, lo,
-        hi)`` of :func:`.kernels.fused.epilogue_rows`, is the same epilogue in the form the
+        the product is not split). ``epilogue``, ``(bias, z, has_b, has_z, b_cols, act, alpha,
+        lo, hi)`` of :func:`.kernels.fused.epilogue_rows`, is the same epilogue in the form the
         ``region`` path runs inside its parallel loop (required there when ``finish`` is given:
         without it such products take the other paths)."""
         if self.region is not None and self._saved is not None and \
@@ -210,11 +210,11 @@ class Gemm:
         parts = self.threads // math.gcd(batch, self.threads)
         if epilogue is None:
             epilogue = _NO_EPILOGUE
-        bias, z, has_b, has_z, act, alpha, lo, hi = epilogue
+        bias, z, has_b, has_z, b_cols, act, alpha, lo, hi = epilogue
         with self.region.PARALLEL_LOCK:
             self.region.gemm_panels(a.ctypes.data, b.ctypes.data, out.reshape(-1), ta, tb, lda,
                                     ldb, m, n, k, batch, sa, sbb, parts, n >= m, bias,
-                                    z.reshape(-1), has_b, has_z, act, alpha, lo, hi)
+                                    z.reshape(-1), has_b, has_z, b_cols, act, alpha, lo, hi)
         return True
 
     def close(self) -> None:

@@ -563,10 +563,11 @@ class GemmConv(ConvBase):
         z = inputs[3][n][rows].reshape(o.shape) if has_z else self._none2
 
         def finish(panel, i0, i1, j0, j1):  # type: ignore[no-untyped-def]
-            epilogue_rows(o, bias, z, has_b, has_z, ep.act, ep.alpha, ep.lo, ep.hi,
+            epilogue_rows(o, bias, z, has_b, has_z, False, ep.act, ep.alpha, ep.lo, ep.hi,
                           i0, i1, j0, j1)
 
-        self.backend.gemm(a, b, o, finish, (bias, z, has_b, has_z, ep.act, ep.alpha, ep.lo, ep.hi))
+        self.backend.gemm(a, b, o, finish,
+                          (bias, z, has_b, has_z, False, ep.act, ep.alpha, ep.lo, ep.hi))
 
 
 class Im2colConv(GemmConv):

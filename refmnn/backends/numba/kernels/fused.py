@@ -15,8 +15,8 @@ written once after the sgemm); the direct, depthwise and Winograd kernels add it
 loops and the epilogue pass runs only when there is a residual or an activation.
 
 Two cheaper forms, because a parallel launch costs 50-100 us on the shared two-core VM (see
-:mod:`.conv`): :func:`epilogue_rows`, which ``gemm_1x1`` calls on each sgemm panel from the
-thread that computed it, and :func:`activate_row`, which ``depthwise3x3`` calls on each plane
+:mod:`.conv`): :func:`epilogue_rows`, which the GEMM convs (``gemm_1x1``, ``im2col_gemm``)
+and FusedMatMul's ``blas`` scheme call on each sgemm panel from the thread that computed it, and :func:`activate_row`, which ``depthwise3x3`` calls on each plane
 in L1; and outputs below ``EPILOGUE_PARALLEL_MIN`` elements take the serial copy of
 :func:`epilogue_kernel` (a 200k-element pass costs ~15 us).
 """
@@ -152,19 +152,26 @@ EPILOGUE_PARALLEL_MIN = 1 << 21
 
 
 @njit(**JIT)
-def epilogue_rows(y, b, z, has_b, has_z, act, alpha, lo, hi, i0, i1, j0, j1):
-    """``y[i, j0:j1] = act((y[i, j0:j1] + b[i]) + z[i, j0:j1])`` for ``i0 <= i < i1``, in place,
-    serial: the GEMM schemes call it on each panel from the thread that has just written the
-    panel with its sgemm, while it is still in cache (no second parallel launch). ``y`` and
-    ``z`` are whole C-contiguous matrices (a row slice of one is contiguous to Numba, so the
-    loops vectorise; a 2-D panel view would be typed strided)."""
+def epilogue_rows(y, b, z, has_b, has_z, b_cols, act, alpha, lo, hi, i0, i1, j0, j1):
+    """``y[i, j0:j1] = act((y[i, j0:j1] + bias) + z[i, j0:j1])`` for ``i0 <= i < i1``, in place,
+    serial, with ``bias = b[i]`` (a conv's per-channel bias: one per row) or, when ``b_cols``,
+    ``b[j0:j1]`` (a MatMul's bias: one per column). The GEMM schemes call it on each panel from
+    the thread that has just written the panel with its sgemm, while it is still in cache (no
+    second pass, no second parallel launch). ``y`` and ``z`` are whole C-contiguous matrices (a
+    row slice of one is contiguous to Numba, so the loops vectorise; a 2-D panel view would be
+    typed strided)."""
+    bv = b[j0:j1] if b_cols else b[0:0]
     for i in range(i0, i1):
         row = y[i, j0:j1]
         n = row.shape[0]
         if has_b:
-            bb = b[i]
-            for j in range(n):
-                row[j] = row[j] + bb
+            if b_cols:
+                for j in range(n):
+                    row[j] = row[j] + bv[j]
+            else:
+                bb = b[i]
+                for j in range(n):
+                    row[j] = row[j] + bb
         if has_z:
             zr = z[i, j0:j1]
             for j in range(n):

@@ -35,11 +35,12 @@ def register(address: int) -> None:
 
 
 def _panels(pa, pb, out, ta, tb, lda, ldb, m, n, k, batch, sa, sb, parts, by_cols,
-            bias, z, has_b, has_z, act, alpha, lo, hi):
+            bias, z, has_b, has_z, b_cols, act, alpha, lo, hi):
     """``out[i] = op(a)[i] @ op(b)[i]`` for ``i < batch``: ``pa``, ``pb`` the addresses of the
     float32 operands (``sa``, ``sb`` element strides between batch items, 0 to broadcast), ``out``
     the flat C-contiguous ``[batch, m, n]`` result; ``parts`` panels per item, then the epilogue
-    on each panel (``z`` flat and shaped like ``out``)."""
+    on each panel (``z`` flat and shaped like ``out``; the bias per row, or per column when
+    ``b_cols``)."""
     pc = out.ctypes.data
     ya = out.reshape(batch, m, n)
     za = z.reshape(-1, n) if has_z else z.reshape(1, -1)
@@ -61,8 +62,8 @@ def _panels(pa, pb, out, ta, tb, lda, ldb, m, n, k, batch, sa, sb, parts, by_col
                pb + 4 * ob, ldb, 0.0, pc + 4 * oc, n)
         if has_b or has_z or act != 0:
             # without a residual ``za`` is [1, 1] and this slice empty: never read then
-            epilogue_rows(ya[item], bias, za[item * m:(item + 1) * m], has_b, has_z, act,
-                          alpha, lo, hi, i0, i1, j0, j1)
+            epilogue_rows(ya[item], bias, za[item * m:(item + 1) * m], has_b, has_z, b_cols,
+                          act, alpha, lo, hi, i0, i1, j0, j1)
 
 
 gemm_panels = njit(**PJIT)(_panels)
