@@ -620,6 +620,33 @@ def test_fused_attention(q, kt, v, mask):
     check_node(model, feeds, must_run=("blas", "loops"))
 
 
+@pytest.mark.parametrize(("shapes", "perms", "schemes"), [
+    # BERT's heads from [B, S, H, D], merged back: Q, V and Y with row strides H * D
+    (((2, 37, 4, 8), (2, 4, 8, 23), (2, 23, 4, 6)),
+     {"perm_q": [0, 2, 1, 3], "perm_v": [0, 2, 1, 3], "perm_y": [0, 2, 1, 3]}, ("blas", "loops")),
+    # K given untransposed [B, H, Sk, D]: KT's unit stride is along D (sgemm's transposed B)
+    (((2, 4, 37, 8), (2, 4, 23, 8), (2, 4, 23, 6)), {"perm_kt": [0, 1, 3, 2]}, ("blas", "loops")),
+    # everything from [B, S, H, D], K too, with a broadcast batch item
+    (((1, 37, 4, 8), (2, 23, 4, 8), (2, 23, 4, 6)),
+     {"perm_q": [0, 2, 1, 3], "perm_kt": [0, 2, 3, 1], "perm_v": [0, 2, 1, 3],
+      "perm_y": [0, 2, 1, 3]}, ("blas", "loops")),
+    # Q's features strided (its last axis moved): no BLAS operand, the loop nests only
+    (((2, 4, 8, 37), (2, 4, 8, 23), (2, 4, 23, 6)), {"perm_q": [0, 1, 3, 2]}, ("loops",)),
+    # V's and Y's features strided: each output a sum over the keys in order
+    (((2, 4, 37, 8), (2, 4, 8, 23), (2, 4, 6, 23)), {"perm_v": [0, 1, 3, 2], "perm_y": [0, 1, 3, 2]},
+     ("loops",)),
+])
+def test_fused_attention_with_transposed_operands(shapes, perms, schemes):
+    """FusedAttention's perm_* read Q, KT and V through their strides and write Y through
+    perm_y's (no copies), in both schemes where they apply, against the reference."""
+    inputs = [("Q", F, shapes[0]), ("KT", F, shapes[1]), ("V", F, shapes[2])]
+    node = helper.make_node("FusedAttention", ["Q", "KT", "V"], ["Y"], name="n0",
+                            domain="refmnn", scale=0.3, **perms)
+    model = make_model([node], inputs, [("Y", F, None)], extra_opsets=[("refmnn", 1)])
+    ran = check_node(model, {name: rand(*shape) for name, _, shape in inputs}, must_run=schemes)
+    assert sorted(ran) == sorted(schemes)
+
+
 def test_fused_attention_causal_mask_and_empty_keys():
     """A causal mask gives exact zeros above the diagonal; with no keys at all (Sk = 0) the
     output is zeros (the loops scheme: blas needs every dimension > 0)."""

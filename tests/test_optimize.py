@@ -476,6 +476,57 @@ def test_attention_is_not_fused_for_a_target_without_the_op():
     assert _ops(graph) == _ops(original)
 
 
+def _heads_attention_model(*, q_perm=(0, 2, 1, 3), y_out=False, q_read_twice=False):
+    """BERT's attention with the heads split from [B, S, H, D] inputs and merged back: Q, K
+    and V through Transposes (K's to [B, H, D, S]), the output Transposed to [B, S, H, Dv]."""
+    nodes = [helper.make_node("Transpose", ["q4"], ["q"], name="tq", perm=list(q_perm)),
+             helper.make_node("Transpose", ["k4"], ["kt"], name="tk", perm=[0, 2, 3, 1]),
+             helper.make_node("Transpose", ["v4"], ["v"], name="tv", perm=[0, 2, 1, 3]),
+             helper.make_node("MatMul", ["q", "kt"], ["scores"], name="qk"),
+             helper.make_node("Softmax", ["scores"], ["probs"], name="softmax", axis=-1),
+             helper.make_node("MatMul", ["probs", "v"], ["y"], name="av"),
+             helper.make_node("Transpose", ["y"], ["Y"], name="ty", perm=[0, 2, 1, 3])]
+    q_shape = (B, SQ, H, D) if q_perm == (0, 2, 1, 3) else (B, H, D, SQ)
+    inputs = [("q4", F, q_shape), ("k4", F, (B, SK, H, D)), ("v4", F, (B, SK, H, 6))]
+    outputs = [("Y", F, (B, SQ, H, 6))] + ([("y", F, (B, H, SQ, 6))] if y_out else []) + \
+        ([("q", F, (B, H, SQ, D))] if q_read_twice else [])
+    return make_model(nodes, inputs, outputs, opset=17), q_shape
+
+
+def _heads_feeds(q_shape, seed=5):
+    rng = _rng(seed)
+    return {"q4": rng.standard_normal(q_shape).astype(np.float32),
+            "k4": rng.standard_normal((B, SK, H, D)).astype(np.float32),
+            "v4": rng.standard_normal((B, SK, H, 6)).astype(np.float32)}
+
+
+def test_attention_absorbs_the_head_split_and_merge_transposes():
+    """Q's, V's and the output's Transposes become perm_q, perm_v and perm_y; K's (which moves
+    the last axis) stays a Transpose; the result equals the plain reference."""
+    model, q_shape = _heads_attention_model()
+    _, graph = _optimize(model, passes=(opt.fuse_attention, opt.absorb_attention_transposes))
+    assert _ops(graph) == {"refmnn::FusedAttention": 1, "Transpose": 1}
+    node = next(n for n in graph.nodes if n.op == "FusedAttention")
+    assert node.inputs == ("q4", "kt", "v4") and node.outputs == ("Y",)
+    assert node.attrs["perm_q"] == node.attrs["perm_v"] == node.attrs["perm_y"] == (0, 2, 1, 3)
+    assert "perm_kt" not in node.attrs
+    _check_same(model, _heads_feeds(q_shape), exact=True)
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"y_out": True},                     # the unmerged output is a graph output too: Y's stays
+    {"q_read_twice": True},              # the split Q is read elsewhere (a graph output): Q's stays
+    {"q_perm": (0, 1, 3, 2)},            # Q's Transpose moves its last axis: Q's stays
+])
+def test_attention_transposes_kept_where_a_precondition_fails(kwargs):
+    model, q_shape = _heads_attention_model(**kwargs)
+    _, graph = _optimize(model, passes=(opt.fuse_attention, opt.absorb_attention_transposes))
+    node = next(n for n in graph.nodes if n.op == "FusedAttention")
+    kept = "perm_y" if "y_out" in kwargs else "perm_q"
+    assert kept not in node.attrs and _ops(graph)["Transpose"] == 2
+    _check_same(model, _heads_feeds(q_shape), exact=True)
+
+
 def test_fused_op_references_equal_their_definitions():
     rng = _rng(13)
     x = rng.standard_normal((2, 4, 6, 6)).astype(np.float32)

@@ -11,6 +11,7 @@ unfused graph calls them::
     FusedGemm(A, B, C)         = act(Gemm(A, B, C))
     FusedAttention(Q, KT, V, mask)
                                = MatMul(Softmax(Add(Mul(MatMul(Q, KT), scale), mask)), V)
+                                 (Q, KT, V and Y optionally transposed: perm_q, ...)
 
 so on the reference backend a fused node computes exactly (bit for bit) what the chain it
 replaced computed, apart from the Gelu recognised from its Erf formula (computed by Gelu's own
@@ -47,6 +48,7 @@ from refmnn.ops import activation as act_ops
 from refmnn.ops import conv as conv_ops
 from refmnn.ops import elementwise as ew_ops
 from refmnn.ops import linalg as linalg_ops
+from refmnn.ops import layout as layout_ops
 from refmnn.ops._infer import dtype_of, shape_of
 from refmnn.ops._schema import Attr, InferContext, op
 
@@ -199,9 +201,25 @@ def fused_gemm(A: np.ndarray, B: np.ndarray, C: np.ndarray | None = None, *, alp
 # --- FusedAttention ---------------------------------------------------------------------------
 
 
+def _permuted(ctx: InferContext, t: TensorType | None, perm: Sequence[int], name: str
+              ) -> TensorType | None:
+    """``t`` with its axes in ``perm`` order, as Transpose(t, perm) (an empty perm: ``t``)."""
+    shape = shape_of(t)
+    if not perm or shape is None:
+        return t
+    if sorted(perm) != list(range(len(shape))):
+        ctx.fail(f"perm_{name.lower()} {list(perm)} is not a permutation of the {len(shape)} "
+                 f"axes of {name} {list(shape)}")
+    return TensorType(dtype_of(t), tuple(shape[p] for p in perm))
+
+
 def _fused_attention_rule(ctx: InferContext, q: TensorType | None, kt: TensorType | None,
-                          v: TensorType | None, mask: TensorType | None = None, **_: Any
+                          v: TensorType | None, mask: TensorType | None = None, *,
+                          perm_q: Sequence[int] = (), perm_kt: Sequence[int] = (),
+                          perm_v: Sequence[int] = (), perm_y: Sequence[int] = (), **_: Any
                           ) -> TensorType:
+    q, kt, v = (_permuted(ctx, t, p, n) for t, p, n in
+                ((q, perm_q, "Q"), (kt, perm_kt, "KT"), (v, perm_v, "V")))
     for name, t in (("Q", q), ("KT", kt), ("V", v)):
         shape = shape_of(t)
         if shape is not None and len(shape) < 2:
@@ -211,14 +229,27 @@ def _fused_attention_rule(ctx: InferContext, q: TensorType | None, kt: TensorTyp
         ctx.fail(f"FusedAttention computes a softmax: Q must be a float type, got {dtype.name}")
     scores = linalg_ops._matmul_rule(ctx, q, kt)
     _check_epilogue(ctx, scores, mask, "none", "mask")
-    return linalg_ops._matmul_rule(ctx, scores, v)
+    return _permuted(ctx, linalg_ops._matmul_rule(ctx, scores, v), perm_y, "Y")
+
+
+def _transposed(x: np.ndarray, perm: Sequence[int]) -> np.ndarray:
+    """Transpose's reference when ``perm`` is given, ``x`` itself otherwise."""
+    return layout_ops.transpose.reference(x, perm=list(perm)) if perm else x
+
+
+_PERM = "the operand is Transpose({0}, perm) (empty: as given)"
 
 
 @op("FusedAttention", since=1, domain=DOMAIN, inputs=("Q", "KT", "V", "mask?"), outputs=("Y",),
-    attrs=(Attr("scale", "float", 1.0, "multiplies the scores Q @ KT before the mask"),),
+    attrs=(Attr("scale", "float", 1.0, "multiplies the scores Q @ KT before the mask"),
+           Attr("perm_q", "ints", (), _PERM.format("Q")),
+           Attr("perm_kt", "ints", (), _PERM.format("KT")),
+           Attr("perm_v", "ints", (), _PERM.format("V")),
+           Attr("perm_y", "ints", (), "the output is Transpose(Y, perm) (empty: Y)")),
     infer=_fused_attention_rule)
 def fused_attention(Q: np.ndarray, KT: np.ndarray, V: np.ndarray, mask: np.ndarray | None = None,
-                    *, scale: float) -> np.ndarray:
+                    *, scale: float, perm_q: Sequence[int], perm_kt: Sequence[int],
+                    perm_v: Sequence[int], perm_y: Sequence[int]) -> np.ndarray:
     """Scaled dot-product attention as a transformer exports it, one head per batch item::
 
         S = MatMul(Q, KT) * scale [+ mask]      scores, [..., Sq, Sk]
@@ -231,15 +262,21 @@ def fused_attention(Q: np.ndarray, KT: np.ndarray, V: np.ndarray, mask: np.ndarr
     broadcastable to S without enlarging it. Each step is the reference of the op it stands
     for, rounded to Q's float dtype in between, as in the unfused graph.
 
+    ``perm_q``, ``perm_kt``, ``perm_v`` and ``perm_y`` absorb the Transposes around attention
+    (heads split from and merged back into [B, S, heads, D], K transposed): an operand given
+    with a perm is first transposed by it, and Y is returned transposed by ``perm_y``. The mask
+    applies to the scores as they are (no perm).
+
     Edge cases (the Softmax reference's): a row whose scores are all -inf, or hold NaN, gives
     NaN; Sk = 0 gives an empty softmax and Y of zeros; a large score does not overflow (the row
     max is subtracted first).
     """
+    Q, KT, V = _transposed(Q, perm_q), _transposed(KT, perm_kt), _transposed(V, perm_v)
     s = linalg_ops.matmul.reference(Q, KT)
     s = ew_ops.mul.reference(s, np.array(scale, dtype=s.dtype))
     s = _add_residual(s, mask, "mask")
     p = act_ops.softmax.reference(s, axis=-1)
-    return linalg_ops.matmul.reference(p, V)
+    return _transposed(linalg_ops.matmul.reference(p, V), perm_y)
 
 
 OPS = (fused_conv, fused_matmul, fused_gemm, fused_attention)

@@ -3,7 +3,9 @@
 Real models reach fused kernels only after rewrites: Dropout and Identity disappear,
 BatchNormalization folds into the convolution before it, and Conv -> Add -> Relu chains become
 one ``refmnn::FusedConv`` (the fused ops are defined in :mod:`refmnn.ops.fused` by the very
-references they replace). Every pass here
+references they replace); the attention passes are in :mod:`refmnn.schedule.attention`, the
+helpers every pass shares (:class:`PassContext` among them) in :mod:`refmnn.schedule.rewrite`.
+Every pass
 
 * takes the graph and a :class:`PassContext` (op registry, value types and plan-time constants
   of *that* graph, and the target's op support) and returns a new graph (graphs are frozen);
@@ -20,8 +22,7 @@ the reference alone runs the model's own ops, since it is the golden reference.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -29,133 +30,17 @@ import numpy as np
 from refmnn.graph import Graph, Node, TensorType, ValueType
 from refmnn.ops.fused import DOMAIN as FUSED_DOMAIN
 from refmnn.ops.registry import OpRegistry
+from refmnn.schedule.attention import absorb_attention_transposes, fuse_attention
 from refmnn.schedule.lower import fold_constants, lower_node
+from refmnn.schedule.rewrite import (Pass, PassContext, Supports, _absorb_add, _captured, _const,
+                                     _fresh, _has, _pos, _rewire, _scalar, _sole_reader, _uses,
+                                     _with, _with_nodes)
 from refmnn.schedule.shapes import UNFOLDABLE, infer_types
 
-Supports = Callable[[str, str], bool]
-"""``supports(domain, op)``: the target has a fast kernel for this op."""
-
-
-@dataclass(frozen=True, slots=True)
-class PassContext:
-    """What a pass may read besides the graph.
-
-    Attributes:
-        registry: the op definitions.
-        types: the inferred type of every value of the graph the pass receives.
-        constants: the values known at plan time (initializers and folded values).
-        supports: the target's op support; None means "any op" (the reference runs them all).
-    """
-
-    registry: OpRegistry
-    types: Mapping[str, ValueType | None]
-    constants: Mapping[str, np.ndarray]
-    supports: Supports | None = None
-
-    def target_has(self, domain: str, op: str) -> bool:
-        return self.supports is None or self.supports(domain, op)
-
-
-Pass = Callable[[Graph, PassContext], Graph]
-
-
-# ---------------------------------------------------------------------------------------------
-# helpers: uses of values, rewiring, constants
-
-
-def _captured(graph: Graph) -> set[str]:
-    """Names read by some subgraph from the enclosing scope (they must keep their names)."""
-    names: set[str] = set()
-    for node in graph.nodes:
-        for sub in node.subgraphs():
-            names |= sub.outer_names()
-    return names
-
-
-def _uses(graph: Graph) -> dict[str, int]:
-    """How many times each value is read: node inputs, subgraph captures and graph outputs."""
-    count: dict[str, int] = {}
-    for node in graph.nodes:
-        for name in node.inputs:
-            if name:
-                count[name] = count.get(name, 0) + 1
-        for sub in node.subgraphs():
-            for name in sub.outer_names():
-                count[name] = count.get(name, 0) + 1
-    for value in graph.outputs:
-        count[value.name] = count.get(value.name, 0) + 1
-    return count
-
-
-def _sole_reader(readers: Mapping[str, list[Node]], uses: Mapping[str, int], name: str
-                 ) -> Node | None:
-    """The one node that reads ``name``, when nothing else does (no other node, no graph
-    output, no subgraph capture), so that node may absorb ``name``'s producer; else None."""
-    found = readers.get(name, [])
-    return found[0] if len(found) == 1 and uses.get(name, 0) == 1 else None
-
-
-def _pos(nodes: Sequence[Node], node: Node) -> int:
-    """Index of ``node`` in ``nodes`` by identity (Node equality would compare attributes)."""
-    return next(i for i, n in enumerate(nodes) if n is node)
-
-
-def _has(nodes: Sequence[Node], node: Node) -> bool:
-    return any(n is node for n in nodes)
-
-
-def _rewire(nodes: Iterable[Node], mapping: Mapping[str, str]) -> list[Node]:
-    """Replace input names by ``mapping`` in every node (top level only)."""
-    result = []
-    for node in nodes:
-        if any(n in mapping for n in node.inputs):
-            node = _with(node, inputs=tuple(mapping.get(n, n) for n in node.inputs))
-        result.append(node)
-    return result
-
-
-def _with(node: Node, **changes: Any) -> Node:
-    from dataclasses import replace
-
-    return replace(node, **changes)
-
-
-def _const(graph: Graph, ctx: PassContext, name: str) -> np.ndarray | None:
-    """The plan-time value of ``name`` (an initializer or a folded value), else None."""
-    if not name:
-        return None
-    if name in graph.initializers:
-        return np.asarray(graph.initializers[name])
-    value = ctx.constants.get(name)
-    return None if value is None else np.asarray(value)
-
-
-def _shape(ctx: PassContext, name: str) -> tuple[Any, ...] | None:
-    t = ctx.types.get(name)
-    if isinstance(t, TensorType) and t.is_static:
-        return tuple(t.shape)  # type: ignore[arg-type]
-    return None
-
-
-def _with_nodes(graph: Graph, nodes: Sequence[Node]) -> Graph:
-    """``graph`` with ``nodes``, importing the fused ops' domain when a node is of it."""
-    opsets = dict(graph.opsets)
-    if any(n.domain == FUSED_DOMAIN for n in nodes):
-        opsets.setdefault(FUSED_DOMAIN, 1)
-    return graph.replace(nodes=tuple(nodes), opsets=opsets)
-
-
-def _fresh(graph: Graph, hint: str, taken: set[str]) -> str:
-    """A value name not used in the graph nor in ``taken`` (which it joins)."""
-    used = taken | set(graph.initializers) | {v.name for v in graph.inputs}
-    used |= {o for node in graph.nodes for o in node.outputs}
-    name, k = hint, 0
-    while name in used:
-        k += 1
-        name = f"{hint}_{k}"
-    taken.add(name)
-    return name
-
+__all__ = ["Pass", "PassContext", "Supports", "DEFAULT_PASSES", "absorb_attention_transposes",
+           "decompose_batchnorm", "drop_unused_initializers", "fold_batchnorm",
+           "fold_constant_nodes", "fuse_attention", "fuse_epilogues", "fuse_gelu", "optimize",
+           "remove_identities", "supported_by"]
 
 # ---------------------------------------------------------------------------------------------
 # pass 0: constant folding (already a part of compile_plan; repeated so optimize() stands alone)
@@ -390,13 +275,6 @@ def decompose_batchnorm(graph: Graph, ctx: PassContext) -> Graph:
 # pass 3: activation and residual fusion
 
 
-def _scalar(graph: Graph, ctx: PassContext, name: str) -> float | None:
-    value = _const(graph, ctx, name)
-    if value is None or value.size != 1 or value.dtype.kind not in "fiu":
-        return None
-    return float(value.reshape(-1)[0])
-
-
 def _activation_of(graph: Graph, ctx: PassContext, node: Node) -> dict[str, Any] | None:
     """The fused-op attributes that stand for activation ``node``, or None if it is not one."""
     if node.domain or len([i for i in node.inputs if i]) < 1:
@@ -429,26 +307,6 @@ def _activation_of(graph: Graph, ctx: PassContext, node: Node) -> dict[str, Any]
 
 
 _FUSED_OF = {"Conv": "FusedConv", "MatMul": "FusedMatMul", "Gemm": "FusedGemm"}
-
-
-def _absorb_add(graph: Graph, ctx: PassContext, value: str, add: Node, want: str
-                ) -> tuple[str, str] | None:
-    """If ``add`` is Add(value, other) with ``other`` broadcasting to ``value``'s static shape
-    without enlarging it (and a constant when ``want == "bias"``), return (other, add output)."""
-    if add.op != "Add" or add.domain or len(add.inputs) != 2 or graph.opset_of(add) < 7:
-        return None
-    other = add.inputs[1] if add.inputs[0] == value else add.inputs[0]
-    if other == value or value not in add.inputs:
-        return None
-    shape, other_shape = _shape(ctx, value), _shape(ctx, other)
-    if shape is None or other_shape is None or _shape(ctx, add.outputs[0]) != shape:
-        return None
-    t_value, t_other = ctx.types.get(value), ctx.types.get(other)
-    if t_value.dtype != t_other.dtype:  # type: ignore[union-attr]
-        return None
-    if want == "bias" and (_const(graph, ctx, other) is None or len(other_shape) > 1):
-        return None
-    return other, add.outputs[0]
 
 
 def fuse_epilogues(graph: Graph, ctx: PassContext) -> Graph:
@@ -580,126 +438,6 @@ def fuse_gelu(graph: Graph, ctx: PassContext) -> Graph:
 
 
 # ---------------------------------------------------------------------------------------------
-# pass 5: attention
-
-
-def _scaling(graph: Graph, ctx: PassContext, node: Node) -> tuple[str, float] | None:
-    """(x, f) when ``node`` is Mul(x, c), Mul(c, x) or Div(x, c) with c a scalar constant of
-    x's float dtype (f = c, or 1 / c for Div), whose output keeps x's shape; else None."""
-    if node.domain or node.op not in ("Mul", "Div") or len(node.inputs) != 2 or \
-            graph.opset_of(node) < 7:
-        return None
-    for x, c in ((node.inputs[0], node.inputs[1]), (node.inputs[1], node.inputs[0])):
-        f = _scalar(graph, ctx, c)
-        tx, tc = ctx.types.get(x), ctx.types.get(c)
-        if f is None or x == c or not isinstance(tx, TensorType) or \
-                not isinstance(tc, TensorType) or tx.dtype is None or tx.dtype != tc.dtype or \
-                not tx.dtype.is_float or _shape(ctx, node.outputs[0]) != _shape(ctx, x):
-            continue
-        if node.op == "Div":
-            if x != node.inputs[0] or f == 0.0:
-                return None
-            return x, 1.0 / f
-        return x, f
-    return None
-
-
-def fuse_attention(graph: Graph, ctx: PassContext) -> Graph:
-    """Fuse scaled dot-product attention into one ``refmnn::FusedAttention`` (Q, KT, V, mask)::
-
-        [Mul(q, c1)] -> MatMul(., KT) -> [Mul/Div(., c2)] -> [Add(., mask)] -> Softmax(axis=-1)
-            -> MatMul(., V)
-
-    as torch exports ``softmax(q @ k.transpose(-2, -1) / sqrt(d) + mask) @ v`` (BERT) or
-    ``softmax((q * d**-0.5) @ k.transpose(-2, -1)) @ v`` (timm's ViT); a constant scaling of
-    KT is absorbed like one of Q. The scalings multiply into the one ``scale`` attribute (a Div
-    by c becomes a factor 1 / c), so results may differ from the chain's by rounding (an ulp of
-    the scores).
-
-    Preconditions: every intermediate value (scaled Q, scores, scaled and masked scores,
-    probabilities) is read only by the next node of the chain (not a graph output, not
-    captured by a subgraph); the constants are scalars of the scores' float dtype; Softmax
-    normalises the last axis (Softmax-1/11 with ``axis`` = rank - 1 coerces to the same rows);
-    Q, KT and V have static shapes of rank >= 2; the mask has a static shape that broadcasts to
-    the scores' without enlarging them; the target has the fused op. The fused node takes the
-    place of the last MatMul, after which Q, KT, V and the mask are all available.
-    """
-    if not ctx.target_has(FUSED_DOMAIN, "FusedAttention"):
-        return graph
-    uses = _uses(graph)
-    readers = graph.consumers()
-    producer = {out: node for node in graph.nodes for out in node.outputs if out}
-    nodes = list(graph.nodes)
-
-    def feeding(value: str, reader: Node) -> Node | None:
-        """The producer of ``value`` when ``reader`` is its only reader."""
-        node = producer.get(value)
-        if node is None or node.domain or not _has(nodes, node) or \
-                _sole_reader(readers, uses, value) is not reader:
-            return None
-        return node
-
-    def scores(value: str, reader: Node, scaled: bool) -> tuple[Node, float, list[Node]] | None:
-        """Walk back from ``value`` (read by ``reader``), through one scaling when ``scaled``,
-        to the scores' MatMul: (MatMul, scale, absorbed nodes in graph order)."""
-        node = feeding(value, reader)
-        if node is None:
-            return None
-        if node.op == "MatMul":
-            return node, 1.0, [node]
-        if scaled and (found := _scaling(graph, ctx, node)) is not None:
-            inner = scores(found[0], node, False)
-            return None if inner is None else (inner[0], inner[1] * found[1], [*inner[2], node])
-        return None
-
-    for softmax in graph.nodes:
-        if softmax.op != "Softmax" or softmax.domain or not _has(nodes, softmax):
-            continue
-        shape = _shape(ctx, softmax.inputs[0])
-        axis = softmax.attrs.get("axis", -1 if graph.opset_of(softmax) >= 13 else 1)
-        if not shape or int(axis) % len(shape) != len(shape) - 1:
-            continue
-        av = _sole_reader(readers, uses, softmax.outputs[0])
-        if av is None or av.op != "MatMul" or av.domain or av.inputs[0] != softmax.outputs[0] \
-                or av.inputs[1] == softmax.outputs[0] or not _has(nodes, av):
-            continue
-        mask, chain = "", scores(softmax.inputs[0], softmax, True)
-        add = feeding(softmax.inputs[0], softmax)
-        if chain is None and add is not None and add.op == "Add":
-            for value in add.inputs:
-                found = scores(value, add, True)
-                bias = found and _absorb_add(graph, ctx, value, add, "Z")
-                if bias:
-                    chain, mask = (found[0], found[1], [*found[2], add]), bias[0]
-                    break
-        if chain is None:
-            continue
-        qk, scale, absorbed = chain
-        operands = list(qk.inputs)
-        for index, operand in enumerate(qk.inputs):
-            pre = feeding(operand, qk)
-            found = pre and _scaling(graph, ctx, pre)
-            if found:
-                operands[index], scale = found[0], scale * found[1]
-                absorbed.insert(0, pre)
-        q, kt = operands
-        v = av.inputs[1]
-        types = [ctx.types.get(name) for name in (q, kt, v, av.outputs[0])]
-        shapes = [_shape(ctx, name) for name in (q, kt, v)]
-        if any(s is None or len(s) < 2 for s in shapes) or \
-                any(not isinstance(t, TensorType) or t.dtype != types[0].dtype for t in types) or \
-                types[0].dtype is None or not types[0].dtype.is_float:  # type: ignore[union-attr]
-            continue
-        inputs = (q, kt, v, mask) if mask else (q, kt, v)
-        fused = Node(name=softmax.name, op="FusedAttention", domain=FUSED_DOMAIN, inputs=inputs,
-                     outputs=av.outputs, attrs={"scale": scale}, opset=1)
-        nodes[_pos(nodes, av)] = fused
-        for node in (*absorbed, softmax):
-            del nodes[_pos(nodes, node)]
-    return _with_nodes(graph, nodes)
-
-
-# ---------------------------------------------------------------------------------------------
 # cleanup
 
 
@@ -724,6 +462,7 @@ DEFAULT_PASSES: tuple[Pass, ...] = (
     decompose_batchnorm,
     fuse_gelu,
     fuse_attention,
+    absorb_attention_transposes,
     fuse_epilogues,
     drop_unused_initializers,
 )

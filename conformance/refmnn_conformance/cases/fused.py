@@ -141,6 +141,18 @@ def fused_attention_samples(ctx: SampleContext):
                   ctx.make((1, 2, 8, 4), UNIT)), name="unit_scale")
     yield Sample((ctx.make((1, 1, 4, 3)), ctx.make((1, 1, 3, 0)), ctx.make((1, 1, 0, 5))),
                  {"scale": 0.5}, name="no_keys")
+    # the heads read from [B, S, H, D] and written back to it (the Transposes the graph pass
+    # absorbs), K untransposed, and features strided (the last axes moved)
+    heads = {"perm_q": (0, 2, 1, 3), "perm_v": (0, 2, 1, 3), "perm_y": (0, 2, 1, 3)}
+    yield Sample((ctx.make((2, 9, 3, 4), UNIT), ctx.make((2, 3, 4, 7), UNIT),
+                  ctx.make((2, 7, 3, 5), UNIT)), {"scale": 0.5, **heads}, name="heads_bshd")
+    yield Sample((ctx.make((2, 3, 9, 4), UNIT), ctx.make((2, 3, 7, 4), UNIT),
+                  ctx.make((2, 3, 7, 5), UNIT)), {"scale": 0.5, "perm_kt": (0, 1, 3, 2)},
+                 name="keys_untransposed")
+    yield Sample((ctx.make((2, 3, 4, 9), UNIT), ctx.make((2, 3, 4, 7), UNIT),
+                  ctx.make((2, 3, 5, 7), UNIT)),
+                 {"scale": 0.5, "perm_q": (0, 1, 3, 2), "perm_v": (0, 1, 3, 2),
+                  "perm_y": (0, 1, 3, 2)}, name="features_strided")
 
 
 def fused_attention_errors(ctx: SampleContext):
@@ -149,10 +161,16 @@ def fused_attention_errors(ctx: SampleContext):
                       RefmnnError, r"inner|dimension|contract|mismatch")
     yield ErrorSample(Sample((q, kt, v, ctx.make((3, 2, 4, 5))), name="mask_enlarges"),
                       RefmnnError, r"mask|broadcast|rank|shape")
+    yield ErrorSample(Sample((q, kt, v), {"perm_q": (0, 0, 1)}, name="perm_not_a_permutation"),
+                      RefmnnError, r"perm_q|permutation")
 
 
 def _attention_k(sample: Sample) -> int:
-    return sample.inputs[0].shape[-1] + sample.inputs[1].shape[-1]
+    """Terms of the scores' sums (D) plus of the outputs' (Sk), through the perms."""
+    q, kt = sample.inputs[0].shape, sample.inputs[1].shape
+    perm_q, perm_kt = (sample.attrs.get(key) or range(len(shape))
+                       for key, shape in (("perm_q", q), ("perm_kt", kt)))
+    return q[list(perm_q)[-1]] + kt[list(perm_kt)[-1]]
 
 
 CASES = (

@@ -12,22 +12,29 @@ while the block's scores, ``rb x Sk`` floats, stay in the core's cache:
 
 Jobs are ``items x ceil(Sq / rb)``, dealt round-robin to ``parts`` (the thread count) in one
 ``prange`` launch; each part owns its slice of the workspace (scores, probabilities, row maxima,
-exp's bits). Batch axes broadcast as in MatMul through per-item element offsets computed in
-``prepare``; the mask's through per-item offsets and row/column strides (0 along a broadcast
-axis). Rounding: the scale is the sgemm's alpha (one rounding where the reference rounds the
+exp's bits). Q, KT, V and Y are addressed by per-item element offsets and a row and a column
+stride each, worked out in ``prepare`` from the arena tensors' shapes and the node's
+``perm_*``: batch axes broadcast as in MatMul (stride 0), and the heads are read from and
+written to [B, S, heads, D] in place when the graph pass has absorbed the Transposes around
+attention (:func:`refmnn.schedule.attention.absorb_attention_transposes`; 2 threads, in-model,
+interleaved: BERT-6's 24 head split/merge copies go, -0.33 ms of Raster for +0.02-0.05 ms of
+attention; ViT-Tiny's 12 merges, -0.25 ms). The mask's broadcast goes through per-item offsets
+and row/column strides (0 along a broadcast axis). Rounding: the scale is the sgemm's alpha (one rounding where the reference rounds the
 product and then the scaled value), and the softmax is the Softmax kernel's (about an ulp from
 NumPy's exp); measured against the reference's rel L2 ~1e-7.
 
 Scheme ``blas`` -- both products are sgemm calls from inside the parallel loop (NumPy's OpenBLAS
 ``cblas_sgemm``, held at one thread while the backend runs: :mod:`.sgemm`). Applies when that
-symbol is exported and no dimension is 0. ViT-Tiny's layer shape (3 heads, 197 x 64) at 2
+symbol is exported, no dimension is 0 and each operand has a unit stride where sgemm needs one
+(Q's, V's and Y's last axis; either of KT's, K's rows being sgemm's transposed B). ViT-Tiny's layer shape (3 heads, 197 x 64) at 2
 threads: 250 us against 610 us for the unfused MatMul, Mul, Softmax, MatMul kernels; BERT's
 (12 heads, 128 x 32) 277 against 730 us. Cost ``2 * items * Sq * Sk * (D + Dv)`` plus the
 softmax's ``8 * items * Sq * Sk``.
 
 Scheme ``loops`` -- the same jobs with both products as plain loop nests (``S[i, :] += Q[i, d]
-* KT[d, :]``, ``Y[i, :] += P[i, j] * V[j, :]``, the inner loops contiguous and vectorised): no
-BLAS needed, any size (Sk = 0 gives zeros, D = 0 a uniform softmax). Cost: 3x ``blas``'s
+* KT[d, :]``, ``Y[i, :] += P[i, j] * V[j, :]``, the inner loops contiguous and vectorised where
+the strides allow, else indexed): no BLAS needed, any size (Sk = 0 gives zeros, D = 0 a uniform
+softmax) and any strides. Cost: 3x ``blas``'s
 products.
 """
 
@@ -72,64 +79,83 @@ def softmax_block(s, p, m, sk, mask, moff, mr, mc, has_mask, peaks, bits):
 
 
 @njit(**JIT)
-def _scores_loops(q, kt, s, qbase, kbase, m, sk, d, scale):
-    """s[r, :] = scale * q[r, :] @ kt for the block's m rows (q rows from element qbase)."""
+def _scores_loops(q, kt, s, qbase, kbase, m, sk, d, scale, st):
+    """s[r, :] = scale * q[r, :] @ kt for the block's m rows: q's rows from element qbase
+    (strides st[0], st[1]), kt from kbase (row stride st[2] along D, st[3] along Sk)."""
+    q_rs, q_cs, kt_rs, kt_cs = st[0], st[1], st[2], st[3]
     for r in range(m):
         row = s[r * sk:(r + 1) * sk]
         for j in range(sk):
             row[j] = 0.0
-        qrow = q[qbase + r * d:qbase + (r + 1) * d]
         for k in range(d):
-            c = qrow[k]
-            krow = kt[kbase + k * sk:kbase + (k + 1) * sk]
-            for j in range(sk):
-                row[j] += c * krow[j]
+            c = q[qbase + r * q_rs + k * q_cs]
+            kb = kbase + k * kt_rs
+            if kt_cs == 1:
+                krow = kt[kb:kb + sk]
+                for j in range(sk):
+                    row[j] += c * krow[j]
+            else:
+                for j in range(sk):
+                    row[j] += c * kt[kb + j * kt_cs]
         for j in range(sk):
             row[j] *= scale
 
 
 @njit(**JIT)
-def _apply_loops(p, v, out, vbase, obase, m, sk, dv):
-    """out[r, :] = p[r, :] @ v for the block's m rows (out rows from element obase)."""
+def _apply_loops(p, v, out, vbase, obase, m, sk, dv, st):
+    """out[r, :] = p[r, :] @ v for the block's m rows: v from element vbase (strides st[4],
+    st[5]), out's rows from obase (st[6], st[7]); each output sums over the keys in order."""
+    v_rs, v_cs, o_rs, o_cs = st[4], st[5], st[6], st[7]
     for r in range(m):
-        orow = out[obase + r * dv:obase + (r + 1) * dv]
-        for c in range(dv):
-            orow[c] = 0.0
+        ob = obase + r * o_rs
         prow = p[r * sk:(r + 1) * sk]
-        for j in range(sk):
-            w = prow[j]
-            vrow = v[vbase + j * dv:vbase + (j + 1) * dv]
+        if v_cs == 1 and o_cs == 1:
+            orow = out[ob:ob + dv]
             for c in range(dv):
-                orow[c] += w * vrow[c]
+                orow[c] = 0.0
+            for j in range(sk):
+                w = prow[j]
+                vrow = v[vbase + j * v_rs:vbase + j * v_rs + dv]
+                for c in range(dv):
+                    orow[c] += w * vrow[c]
+        else:
+            for c in range(dv):
+                acc = np.float32(0.0)
+                for j in range(sk):
+                    acc += prow[j] * v[vbase + j * v_rs + c * v_cs]
+                out[ob + c * o_cs] = acc
 
 
 @njit(**JIT)
-def _scores_blas(q, kt, s, qbase, kbase, m, sk, d, scale):
-    """As :func:`_scores_loops`, by one sgemm (alpha = scale)."""
-    sgemm.cblas_sgemm(sgemm.ROW_MAJOR, sgemm.NO_TRANS, sgemm.NO_TRANS, m, sk, d, scale,
-                      q.ctypes.data + 4 * qbase, d, kt.ctypes.data + 4 * kbase, sk, 0.0,
-                      s.ctypes.data, sk)
+def _scores_blas(q, kt, s, qbase, kbase, m, sk, d, scale, st):
+    """As :func:`_scores_loops`, by one sgemm (alpha = scale); Q's columns and one of KT's
+    axes have unit stride (KT with unit stride along D is K's rows: sgemm's transposed B)."""
+    trans = sgemm.NO_TRANS if st[3] == 1 else sgemm.TRANS
+    sgemm.cblas_sgemm(sgemm.ROW_MAJOR, sgemm.NO_TRANS, trans, m, sk, d, scale,
+                      q.ctypes.data + 4 * qbase, st[0], kt.ctypes.data + 4 * kbase,
+                      st[2] if st[3] == 1 else st[3], 0.0, s.ctypes.data, sk)
 
 
 @njit(**JIT)
-def _apply_blas(p, v, out, vbase, obase, m, sk, dv):
-    """As :func:`_apply_loops`, by one sgemm."""
+def _apply_blas(p, v, out, vbase, obase, m, sk, dv, st):
+    """As :func:`_apply_loops`, by one sgemm (V's and out's columns of unit stride)."""
     sgemm.cblas_sgemm(sgemm.ROW_MAJOR, sgemm.NO_TRANS, sgemm.NO_TRANS, m, dv, sk, 1.0,
-                      p.ctypes.data, sk, v.ctypes.data + 4 * vbase, dv, 0.0,
-                      out.ctypes.data + 4 * obase, dv)
+                      p.ctypes.data, sk, v.ctypes.data + 4 * vbase, st[4], 0.0,
+                      out.ctypes.data + 4 * obase, st[6])
 
 
 SCORES, APPLY = _scores_loops, _apply_loops  # the products :func:`_attend` calls (rebound below)
 
 
-def _attend(q, kt, v, mask, out, qo, ko, vo, mo, mr, mc, has_mask, sq, sk, d, dv, scale, rb,
-            work, bits, parts):
+def _attend(q, kt, v, mask, out, qo, ko, vo, oo, mo, mr, mc, has_mask, sq, sk, d, dv, st,
+            scale, rb, work, bits, parts):
     """Every job (item, block of rb query rows) of out = softmax(scale * q @ kt + mask) @ v:
-    q, kt, v, mask, out flat float32; qo, ko, vo, mo per-item element offsets; ``work`` (flat
-    float32, per part: scores and probabilities rb * sk each, row maxima rb) and ``bits``
-    (flat int32, sk per part) the parts' workspace. Every array is a flat C-contiguous one
-    and each part slices its own: a 2-D workspace's rows would be typed as strided arrays, whose
-    loops did not vectorise (the softmax then took 3x longer)."""
+    q, kt, v, mask, out flat float32; qo, ko, vo, oo, mo per-item element offsets; ``st`` the
+    row and column strides of Q [Sq, D], KT [D, Sk], V [Sk, Dv] and Y [Sq, Dv] in elements
+    (int64 [8]); ``work`` (flat float32, per part: scores and probabilities rb * sk each, row
+    maxima rb) and ``bits`` (flat int32, sk per part) the parts' workspace. Every array is a
+    flat C-contiguous one and each part slices its own: a 2-D workspace's rows would be typed
+    as strided arrays, whose loops did not vectorise (the softmax then took 3x longer)."""
     blocks = (sq + rb - 1) // rb
     jobs = qo.shape[0] * blocks
     per = 2 * rb * sk + rb
@@ -143,14 +169,39 @@ def _attend(q, kt, v, mask, out, qo, ko, vo, mo, mr, mc, has_mask, sq, sk, d, dv
             item = job // blocks
             i0 = (job % blocks) * rb
             m = min(rb, sq - i0)
-            SCORES(q, kt, s, qo[item] + i0 * d, ko[item], m, sk, d, scale)
+            SCORES(q, kt, s, qo[item] + i0 * st[0], ko[item], m, sk, d, scale, st)
             softmax_block(s, p, m, sk, mask, mo[item] + i0 * mr, mr, mc, has_mask, peaks,
                           exp_bits)
-            APPLY(p, v, out, vo[item], (item * sq + i0) * dv, m, sk, dv)
+            APPLY(p, v, out, vo[item], oo[item] + i0 * st[6], m, sk, dv, st)
 
 
 attend_loops = njit(**PJIT)(_attend)
 attend_blas = njit(**PJIT)(renamed(_attend, "_blas", SCORES=_scores_blas, APPLY=_apply_blas))
+
+
+def _layout(shape: tuple[int, ...], perm) -> tuple[tuple[int, ...], tuple[int, ...]]:  # type: ignore[no-untyped-def]
+    """Shape and element strides of ``Transpose(x, perm)`` viewed on C-contiguous ``x`` of
+    ``shape`` (an empty perm: x itself)."""
+    strides = [1] * len(shape)
+    for axis in range(len(shape) - 2, -1, -1):
+        strides[axis] = strides[axis + 1] * shape[axis + 1]
+    if not perm:
+        return shape, tuple(strides)
+    return tuple(shape[p] for p in perm), tuple(strides[p] for p in perm)
+
+
+def _item_offsets(shape: tuple[int, ...], strides: tuple[int, ...], batch: tuple[int, ...]
+                  ) -> np.ndarray:
+    """Element offset of each batch item's matrix (items in C order over ``batch``) in an
+    operand of ``shape`` and ``strides`` whose batch axes broadcast to ``batch``."""
+    offsets = np.zeros(int(np.prod(batch, dtype=np.int64)), np.int64)
+    index = np.unravel_index(np.arange(offsets.size), batch) if batch else ()
+    lead = len(batch) - (len(shape) - 2)
+    for axis in range(len(batch)):
+        own = axis - lead
+        if own >= 0 and shape[own] != 1:
+            offsets += index[axis] * strides[own]
+    return offsets
 
 
 class FusedAttention(Kernel):
@@ -164,12 +215,11 @@ class FusedAttention(Kernel):
             from refmnn.backends.numba._blas import openblas
 
             sgemm.register(openblas().sgemm64)
-        q, kt, v = (tuple(int(d) for d in t.shape) for t in spec.inputs[:3])
-        out = tuple(int(d) for d in spec.outputs[0].shape)
-        batch = out[:-2]
-        self.sq, self.d, self.sk, self.dv = q[-2], q[-1], kt[-1], v[-1]
-        # element offset of each batch item's matrix in each operand
-        self.offsets = [batch_items(x, batch) * (x[-2] * x[-1]) for x in (q, kt, v)]
+        q, kt, v, y = _operands(spec)
+        batch = y[0][:-2]
+        self.sq, self.d, self.sk, self.dv = q[0][-2], q[0][-1], kt[0][-1], v[0][-1]
+        self.offsets = [_item_offsets(*x, batch) for x in (q, kt, v, y)]
+        self.strides = np.array([x[1][a] for x in (q, kt, v, y) for a in (-2, -1)], np.int64)
         items = int(np.prod(batch, dtype=np.int64))
         mask = spec.inputs[3] if len(spec.inputs) > 3 else None
         self.has_mask = mask is not None
@@ -196,19 +246,31 @@ class FusedAttention(Kernel):
         work, bits = raw[:4 * self.work].view(np.float32), raw[4 * self.work:].view(np.int32)
         q, kt, v = (x.reshape(-1) for x in inputs[:3])
         mask = inputs[3].reshape(-1) if self.has_mask else self._dummy
-        qo, ko, vo, mo = self.offsets
+        qo, ko, vo, oo, mo = self.offsets
         attend = attend_blas if self.use_blas else attend_loops
         with PARALLEL_LOCK:
-            attend(q, kt, v, mask, outputs[0].reshape(-1), qo, ko, vo, mo, self.mr, self.mc,
-                   self.has_mask, self.sq, self.sk, self.d, self.dv, self.scale, self.rb,
-                   work, bits, self.parts)
+            attend(q, kt, v, mask, outputs[0].reshape(-1), qo, ko, vo, oo, mo, self.mr, self.mc,
+                   self.has_mask, self.sq, self.sk, self.d, self.dv, self.strides, self.scale,
+                   self.rb, work, bits, self.parts)
+
+
+def _operands(spec: NodeSpec) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """(shape, element strides) of Q, KT, V and Y as the products see them: the inputs through
+    their ``perm_*`` (views of the C-contiguous arena tensors), Y through the inverse of
+    ``perm_y`` on the output."""
+    a = spec.attrs
+    found = [_layout(tuple(int(d) for d in t.shape), a.get(key) or ())
+             for t, key in zip(spec.inputs[:3], ("perm_q", "perm_kt", "perm_v"), strict=True)]
+    out = tuple(int(d) for d in spec.outputs[0].shape)
+    perm_y = a.get("perm_y") or ()
+    found.append(_layout(out, tuple(int(i) for i in np.argsort(perm_y)) if perm_y else ()))
+    return found
 
 
 def _dims(spec: NodeSpec) -> tuple[int, int, int, int, int]:
     """(items, Sq, Sk, D, Dv)."""
-    out = [int(d) for d in spec.outputs[0].shape]
-    q, kt = ([int(d) for d in t.shape] for t in spec.inputs[:2])
-    return int(np.prod(out[:-2], dtype=np.int64)), q[-2], kt[-1], q[-1], out[-1]
+    q, kt, _, y = (shape for shape, _ in _operands(spec))
+    return int(np.prod(y[:-2], dtype=np.int64)), q[-2], kt[-1], q[-1], y[-1]
 
 
 def _cost(product_factor: float):
@@ -223,9 +285,14 @@ def _applies(spec: NodeSpec) -> bool:
 
 
 def _blas_applies(spec: NodeSpec) -> bool:
+    """BLAS needs each head's matrices with a unit stride: Q's, V's and Y's along their last
+    axis, KT's along either (K's rows are sgemm's transposed B)."""
     from refmnn.backends.numba._blas import openblas
 
-    return _applies(spec) and openblas().sgemm64 is not None and min(_dims(spec)[1:]) > 0
+    if not _applies(spec) or openblas().sgemm64 is None or min(_dims(spec)[1:]) <= 0:
+        return False
+    (_, q), (_, kt), (_, v), (_, y) = _operands(spec)
+    return q[-1] == 1 and 1 in kt[-2:] and v[-1] == 1 and y[-1] == 1
 
 
 KERNELS = (
