@@ -17,8 +17,8 @@ stride each, worked out in ``prepare`` from the arena tensors' shapes and the no
 ``perm_*``: batch axes broadcast as in MatMul (stride 0), and the heads are read from and
 written to [B, S, heads, D] in place when the graph pass has absorbed the Transposes around
 attention (:func:`refmnn.schedule.attention.absorb_attention_transposes`; 2 threads, in-model,
-interleaved: BERT-6's 24 head split/merge copies go, -0.33 ms of Raster for +0.02-0.05 ms of
-attention; ViT-Tiny's 12 merges, -0.25 ms). The mask's broadcast goes through per-item offsets
+interleaved: 18 of BERT-6's 24 head split/merge copies go, K's transposes stay, -0.33 ms of
+Raster for +0.02-0.05 ms of attention; ViT-Tiny's 12 merges, -0.25 ms). The mask's broadcast goes through per-item offsets
 and row/column strides (0 along a broadcast axis). Rounding: the scale is the sgemm's alpha (one rounding where the reference rounds the
 product and then the scaled value), and the softmax is the Softmax kernel's (about an ulp from
 NumPy's exp); measured against the reference's rel L2 ~1e-7.
