@@ -399,8 +399,14 @@ def test_maxpool_3x3_stride2_special_values(pads, ceil_mode):
     assert np.array_equal(np.signbit(got), np.signbit(expected))
 
 
-def test_raster_from_movement_ops():
-    """Transpose, Slice, Reshape, Concat, Expand lower to Raster; the session runs them on numba."""
+@pytest.mark.parametrize("parallel_min", [None, 0])
+def test_raster_from_movement_ops(parallel_min, monkeypatch):
+    """Transpose, Slice, Reshape, Concat, Expand lower to Raster; the session runs them on numba,
+    also with every disjoint Raster on the parallel copy (threshold 0)."""
+    from refmnn.backends.numba.kernels import raster
+
+    if parallel_min is not None:
+        monkeypatch.setattr(raster, "RASTER_PARALLEL_MIN", parallel_min)
     shape_c = numpy_helper.from_array(np.array([4, 30], np.int64), "shape")
     starts = numpy_helper.from_array(np.array([1, 0], np.int64), "starts")
     ends = numpy_helper.from_array(np.array([4, 30], np.int64), "ends")
@@ -421,14 +427,20 @@ def test_raster_from_movement_ops():
     ops = {s.node.op for s in session.plan.steps if isinstance(s, RunStep) and s.backend == "numba"}
     assert "Raster" in ops
     assert all(s.backend == "numba" for s in session.plan.steps if isinstance(s, RunStep))
+    prepared = next(iter(session._prepared.values()))
+    copies = [k for k in prepared.kernels if isinstance(k, raster.Raster)]
+    assert any(k.parallel for k in copies) == (parallel_min == 0)
     for key in expected:
         np.testing.assert_array_equal(got[key], expected[key])
 
 
 @pytest.mark.parametrize("overlap", [False, True])
-def test_raster_regions(overlap):
+def test_raster_regions(overlap, monkeypatch):
     """Hand-written regions: a partial cover (the rest must be zero) and overlapping writes
-    (later regions win)."""
+    (later regions win, so they stay on the serial copy even above the parallel threshold)."""
+    from refmnn.backends.numba.kernels import raster
+
+    monkeypatch.setattr(raster, "RASTER_PARALLEL_MIN", 0)
     regions = [0, 0, 0, 2, 3, 3, 1, 6, 1]  # source (2, 3) into the left half of a (2, 6) output
     if overlap:
         regions += [0, 0, 1, 2, 3, 1, 2, 6, 1]  # the transpose-ish second write overlaps the first
