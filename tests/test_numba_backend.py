@@ -645,8 +645,8 @@ def test_fused_attention(q, kt, v, mask):
     # Q's features strided (its last axis moved): no BLAS operand, the loop nests only
     (((2, 4, 8, 37), (2, 4, 8, 23), (2, 4, 23, 6)), {"perm_q": [0, 1, 3, 2]}, ("loops",)),
     # V's and Y's features strided: each output a sum over the keys in order
-    (((2, 4, 37, 8), (2, 4, 8, 23), (2, 4, 6, 23)), {"perm_v": [0, 1, 3, 2], "perm_y": [0, 1, 3, 2]},
-     ("loops",)),
+    (((2, 4, 37, 8), (2, 4, 8, 23), (2, 4, 6, 23)),
+     {"perm_v": [0, 1, 3, 2], "perm_y": [0, 1, 3, 2]}, ("loops",)),
 ])
 def test_fused_attention_with_transposed_operands(shapes, perms, schemes):
     """FusedAttention's perm_* read Q, KT and V through their strides and write Y through

@@ -47,8 +47,8 @@ from refmnn.graph import TensorType
 from refmnn.ops import activation as act_ops
 from refmnn.ops import conv as conv_ops
 from refmnn.ops import elementwise as ew_ops
-from refmnn.ops import linalg as linalg_ops
 from refmnn.ops import layout as layout_ops
+from refmnn.ops import linalg as linalg_ops
 from refmnn.ops._infer import dtype_of, shape_of
 from refmnn.ops._schema import Attr, InferContext, op
 

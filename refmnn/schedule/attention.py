@@ -147,10 +147,10 @@ def absorb_attention_transposes(graph: Graph, ctx: PassContext) -> Graph:
     attention's output by the Transpose alone, and is not a graph output); its input has a
     static shape; the composed perm keeps the operand's last axis last, so that each head's
     matrices stay plain BLAS operands with unit-stride rows (a row stride, then contiguous
-    elements); the target has FusedAttention. K's transpose (the last two axes swapped) is
-    therefore left as it is: read in place as sgemm's transposed B, it made numba's attention
-    slower than the copy it saved (2 threads, in-model: ViT-Tiny's attention nodes +0.9 ms
-    against -0.7 ms of copies, BERT-6's +0.5 against -0.35).
+    elements); the target has FusedAttention. K's Transposes move its last axis (D) off the
+    end, so they stay: read in place as sgemm's transposed B, K made numba's attention slower
+    than the copies it saved (2 threads, in-model, absorbing them too: ViT-Tiny's attention
+    nodes +0.9 ms against -0.7 ms of copies, BERT-6's +0.5 against -0.35).
     """
     if not ctx.target_has(FUSED_DOMAIN, "FusedAttention"):
         return graph

@@ -11,34 +11,36 @@ while the block's scores, ``rb x Sk`` floats, stay in the core's cache:
 3. ``Y[rows] = P @ V``.
 
 Jobs are ``items x ceil(Sq / rb)``, dealt round-robin to ``parts`` (the thread count) in one
-``prange`` launch; each part owns its slice of the workspace (scores, probabilities, row maxima,
-exp's bits). Q, KT, V and Y are addressed by per-item element offsets and a row and a column
-stride each, worked out in ``prepare`` from the arena tensors' shapes and the node's
+``prange`` launch; each part owns its slice of the workspace (scores, probabilities, row
+maxima, exp's bits). Q, KT, V and Y are addressed by per-item element offsets and a row and a
+column stride each, worked out in ``prepare`` from the arena tensors' shapes and the node's
 ``perm_*``: batch axes broadcast as in MatMul (stride 0), and the heads are read from and
 written to [B, S, heads, D] in place when the graph pass has absorbed the Transposes around
 attention (:func:`refmnn.schedule.attention.absorb_attention_transposes`; 2 threads, in-model,
 interleaved: 18 of BERT-6's 24 head split/merge copies go, K's transposes stay, -0.33 ms of
-Raster for +0.02-0.05 ms of attention; ViT-Tiny's 12 merges, -0.25 ms). The mask's broadcast goes through per-item offsets
-and row/column strides (0 along a broadcast axis). Rounding: the scale is the sgemm's alpha (one rounding where the reference rounds the
-product and then the scaled value), and the softmax is the Softmax kernel's (about an ulp from
-NumPy's exp); measured against the reference's rel L2 ~1e-7.
+Raster for +0.02-0.05 ms of attention; ViT-Tiny's 12 merges, -0.25 ms). The mask's broadcast
+goes through per-item offsets and row/column strides (0 along a broadcast axis). Rounding: the
+scale is the sgemm's alpha (one rounding where the reference rounds the product and then the
+scaled value), and the softmax is the Softmax kernel's (about an ulp from NumPy's exp);
+measured against the reference's rel L2 ~1e-7.
 
-Scheme ``blas`` -- both products are sgemm calls from inside the parallel loop (NumPy's OpenBLAS
-``cblas_sgemm``, held at one thread while the backend runs: :mod:`.sgemm`). Applies when that
-symbol is exported, no dimension is 0 and each operand has a unit stride where sgemm needs one
-(Q's, V's and Y's last axis; either of KT's, K's rows being sgemm's transposed B). ViT-Tiny's layer shape (3 heads, 197 x 64) at 2
-threads: 250 us against 610 us for the unfused MatMul, Mul, Softmax, MatMul kernels; BERT's
-(12 heads, 128 x 32) 277 against 730 us. Cost ``2 * items * Sq * Sk * (D + Dv)`` plus the
-softmax's ``8 * items * Sq * Sk``.
+Scheme ``blas`` -- both products are sgemm calls from inside the parallel loop (NumPy's
+OpenBLAS ``cblas_sgemm``, held at one thread while the backend runs: :mod:`.sgemm`). Applies
+when that symbol is exported, no dimension is 0 and each operand has a unit stride where sgemm
+needs one (Q's, V's and Y's last axis; either of KT's, K's rows being sgemm's transposed B).
+ViT-Tiny's layer shape (3 heads, 197 x 64) at 2 threads: 250 us against 610 us for the unfused
+MatMul, Mul, Softmax, MatMul kernels; BERT's (12 heads, 128 x 32) 277 against 730 us.
+Cost ``2 * items * Sq * Sk * (D + Dv)`` plus the softmax's ``8 * items * Sq * Sk``.
 
 Scheme ``loops`` -- the same jobs with both products as plain loop nests (``S[i, :] += Q[i, d]
 * KT[d, :]``, ``Y[i, :] += P[i, j] * V[j, :]``, the inner loops contiguous and vectorised where
 the strides allow, else indexed): no BLAS needed, any size (Sk = 0 gives zeros, D = 0 a uniform
-softmax) and any strides. Cost: 3x ``blas``'s
-products.
+softmax) and any strides. Cost: 3x ``blas``'s products.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 from numba import njit, prange
@@ -179,7 +181,8 @@ attend_loops = njit(**PJIT)(_attend)
 attend_blas = njit(**PJIT)(renamed(_attend, "_blas", SCORES=_scores_blas, APPLY=_apply_blas))
 
 
-def _layout(shape: tuple[int, ...], perm) -> tuple[tuple[int, ...], tuple[int, ...]]:  # type: ignore[no-untyped-def]
+def _layout(shape: tuple[int, ...], perm: Sequence[int]
+            ) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """Shape and element strides of ``Transpose(x, perm)`` viewed on C-contiguous ``x`` of
     ``shape`` (an empty perm: x itself)."""
     strides = [1] * len(shape)

@@ -30,8 +30,9 @@ mobilenet_v2 8.35 / 7.38 / 7.32 ms and mobilenet_v1 14.63 / 12.98 / 12.91 ms.
     straight into the output plane, its epilogue applied per panel as in ``gemm_1x1``
     (:class:`GemmConv`; against a separate epilogue pass, per node, 2 threads: no change beyond
     noise on MobileNet-v2's first conv or ResNet-18's ten im2col convs). Cost: ``2 * MACS``
-    (sgemm) ``+ 4 * N * C * KH * KW * OH * OW`` (packing traffic) ``+ 2e6 * N * g`` (per-group launch and sgemm overhead, ~40 us: it rules
-    the scheme out for depthwise layers, where 960 groups took 60 ms against 0.6 ms).
+    (sgemm) ``+ 4 * N * C * KH * KW * OH * OW`` (packing traffic) ``+ 2e6 * N * g`` (per-group
+    launch and sgemm overhead, ~40 us: it rules the scheme out for depthwise layers, where 960
+    groups took 60 ms against 0.6 ms).
 ``gemm_1x1`` -- 1x1 kernel, stride 1, no padding, one group: the input plane already *is* the
     im2col matrix ``[C, H*W]``, so the conv is one sgemm per image with no packing; bias,
     residual and activation are applied to each sgemm panel by the thread that wrote it, while
@@ -545,8 +546,9 @@ class GemmConv(ConvBase):
     def prepare(self, spec: NodeSpec) -> None:
         super().prepare(spec)
         z = spec.inputs[3] if len(spec.inputs) > 3 else None
+        out = tuple(int(d) for d in spec.outputs[0].shape)
         self.in_panel = self.epilogue.active and (
-            z is None or tuple(int(d) for d in z.shape) == tuple(int(d) for d in spec.outputs[0].shape))
+            z is None or tuple(int(d) for d in z.shape) == out)
         self._none1 = np.zeros(1, np.float32)
         self._none2 = np.zeros((1, 1), np.float32)
 

@@ -16,9 +16,10 @@ loops and the epilogue pass runs only when there is a residual or an activation.
 
 Two cheaper forms, because a parallel launch costs 50-100 us on the shared two-core VM (see
 :mod:`.conv`): :func:`epilogue_rows`, which the GEMM convs (``gemm_1x1``, ``im2col_gemm``)
-and FusedMatMul's ``blas`` scheme call on each sgemm panel from the thread that computed it, and :func:`activate_row`, which ``depthwise3x3`` calls on each plane
-in L1; and outputs below ``EPILOGUE_PARALLEL_MIN`` elements take the serial copy of
-:func:`epilogue_kernel` (a 200k-element pass costs ~15 us).
+and FusedMatMul's ``blas`` scheme call on each sgemm panel from the thread that computed it,
+and :func:`activate_row`, which ``depthwise3x3`` calls on each plane in L1; and outputs below
+``EPILOGUE_PARALLEL_MIN`` elements take the serial copy of :func:`epilogue_kernel` (a
+200k-element pass costs ~15 us).
 """
 
 from __future__ import annotations

@@ -86,7 +86,8 @@ class MatMulBlas(Kernel):
         self.backend = backend
 
     def prepare(self, spec: NodeSpec) -> None:
-        self.epilogue = ep = Epilogue(spec, 2, 3)  # FusedMatMul's bias and residual (none for MatMul)
+        # FusedMatMul's bias and residual (none for MatMul)
+        self.epilogue = ep = Epilogue(spec, 2, 3)
         out = tuple(int(d) for d in spec.outputs[0].shape)
         bias = spec.inputs[2] if ep.bias_input is not None else None
         z = spec.inputs[3] if ep.z_input is not None else None

@@ -24,10 +24,10 @@ strided input, 2-3x slower.) In-model, one process, interleaved, 2 threads: sque
 
 AveragePool loops per output position over the (dilated) window clipped to the input, and
 divides by the in-range count (``count_include_pad=0``) or by the count of window positions
-inside the padded input (``count_include_pad=1``). Padding comes from ``pads`` or is worked out from ``auto_pad`` and
-the output shape (which shape inference already computed with ``ceil_mode``), so ``run`` needs
-no shape logic. Applies: float32, 4-D input, only MaxPool's first output (no Indices).
-Cost: ``n_out * kh * kw``.
+inside the padded input (``count_include_pad=1``). Padding comes from ``pads`` or is worked
+out from ``auto_pad`` and the output shape (which shape inference already computed with
+``ceil_mode``), so ``run`` needs no shape logic. Applies: float32, 4-D input, only MaxPool's
+first output (no Indices). Cost: ``n_out * kh * kw``.
 """
 
 from __future__ import annotations
