@@ -3,7 +3,8 @@
 * every zoo model runs with every node on numba and matches the reference (relative L2 <= 1e-5);
 * every scheme of every kernel is forced in turn (built from the planner's own NodeSpec, prepared,
   run on NaN-filled outputs) and compared with the op's reference on small random shapes; the
-  run must write every output element, leave its inputs alone and allocate nothing sizeable.
+  run must write every output element, leave its inputs alone and allocate nothing sizeable
+  (:func:`tests.numba_checks.check_node`; the fused ops' cases are in test_numba_fused.py).
 
 Kernels are compiled on first use and cached on disk (see refmnn/backends/numba/backend.py), so
 only the first run of this file pays the JIT.
@@ -14,7 +15,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -25,22 +25,12 @@ pytest.importorskip("numba", reason="the numba backend needs numba: pip install 
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import refmnn  # noqa: E402
-from refmnn.backends import Storage  # noqa: E402
 from refmnn.backends.numba import NumbaBackend  # noqa: E402
 from refmnn.schedule.plan import RunStep  # noqa: E402
 from tests.helpers import make_model  # noqa: E402
+from tests.numba_checks import F, WINOGRAD, check_node, conv_model, rand, rel_l2  # noqa: E402
 
-F = TensorProto.FLOAT
 I64 = TensorProto.INT64
-RNG = np.random.default_rng(0)
-
-
-def rel_l2(a: np.ndarray, b: np.ndarray) -> float:
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    if a.shape != b.shape:
-        return float("inf")
-    denom = np.linalg.norm(b)
-    return float(np.linalg.norm(a - b) / denom) if denom else float(np.linalg.norm(a - b))
 
 
 def test_probe_reports_numba_version():
@@ -83,88 +73,6 @@ def test_zoo_model_runs_entirely_on_numba(name):
 # every scheme, forced
 
 
-# Schemes whose float32 rounding is known to be larger than the rest: their forced runs are held to
-# ``tol`` times this factor. Winograd F(4x4, 3x3)'s transforms (entries up to 8 and 1/24) give
-# about 4x F(2,3)'s error (kernels/conv.py's docstring); relative to the conv output it stays near
-# 1e-6, but after an activation that clips most outputs (FusedConv clip [0, 0.5] + residual) the
-# relative L2 of what is left reached 1.2e-5.
-SCHEME_TOL = {"winograd_f43": 5.0}
-
-
-def check_node(model, feeds, *, node="n0", min_schemes=1, tol=1e-5, must_run=(), inspect=None):
-    """Run ``node`` of ``model`` with every applicable scheme of the numba backend and compare with
-    the reference; the session as a whole must also place the node on numba and agree.
-    ``inspect(scheme name, outputs)`` may check each scheme's outputs further."""
-    everything = refmnn.Session(model, check=False).run(feeds, intermediates=True)
-    expected = {v.name: everything[v.name] for v in model.graph.output}
-    session = refmnn.Session(model, backends=("numba",), check=False)
-    got = session.run(feeds)
-    for key, value in expected.items():
-        assert rel_l2(got[key], value) <= tol, (key, rel_l2(got[key], value))
-    plan = session.plan
-    steps = {s.node.name: s for s in plan.steps if isinstance(s, RunStep)}
-    assert steps[node].backend == "numba", steps[node].reason
-    spec = plan.specs[node]
-    values = dict(everything)
-    values.update(feeds)
-    values.update({i.name: numpy_helper.to_array(i) for i in model.graph.initializer})
-    inputs = [np.ascontiguousarray(values[n]) if n else None for n in spec.node.inputs]
-    before = [None if a is None else a.copy() for a in inputs]
-    want = [everything.get(n) for n in spec.node.outputs]
-    backend = NumbaBackend()
-    kdef = next(k for k in backend.kernels() if k.op == spec.node.op and k.domain == spec.node.domain)
-    ran = []
-    for scheme in kdef.schemes:
-        if not scheme.applies(spec):
-            continue
-        kernel = scheme.build(backend, spec)
-        kernel.prepare(spec)
-        workspace = backend.allocate(kernel.workspace_bytes, Storage.WORKSPACE) if kernel.workspace_bytes else None
-        outputs = [None if t is None else np.full(t.shape, np.nan if t.dtype.numpy.kind == "f" else 7,
-                                                  dtype=t.dtype.numpy) for t in spec.outputs]
-        backend.begin_run()
-        kernel.run(inputs, outputs, workspace)  # compile outside the allocation check
-        tracemalloc.start()
-        kernel.run(inputs, outputs, workspace)
-        _, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
-        backend.end_run()
-        nbytes = sum(o.nbytes for o in outputs if o is not None)
-        assert peak < max(16384, nbytes // 4), f"{scheme.name}: run allocated {peak} bytes"
-        for a, b in zip(inputs, before, strict=True):
-            assert a is None or np.array_equal(a, b, equal_nan=True), f"{scheme.name} wrote an input"
-        for out, ref in zip(outputs, want, strict=True):
-            if out is None or ref is None:
-                continue
-            assert out.dtype == ref.dtype and out.shape == ref.shape
-            limit = tol * SCHEME_TOL.get(scheme.name, 1.0)
-            assert rel_l2(out, ref) <= limit, (scheme.name, rel_l2(out, ref))
-        if inspect is not None:
-            inspect(scheme.name, outputs)
-        ran.append(scheme.name)
-    assert len(ran) >= min_schemes, ran
-    for name in must_run:
-        assert name in ran, (name, ran)
-    backend.close()
-    return ran
-
-
-def rand(*shape):
-    return RNG.standard_normal(shape).astype(np.float32)
-
-
-def conv_model(x_shape, w_shape, bias=True, **attrs):
-    w = numpy_helper.from_array(rand(*w_shape), "W")
-    inits = [w]
-    inputs = ["X", "W"]
-    if bias:
-        inits.append(numpy_helper.from_array(rand(w_shape[0]), "B"))
-        inputs.append("B")
-    node = helper.make_node("Conv", inputs, ["Y"], name="n0", **attrs)
-    return make_model([node], [("X", F, x_shape)], [("Y", F, None)], initializers=inits)
-
-
-WINOGRAD = ("direct", "im2col_gemm", "winograd_f23", "winograd_f43")
 CONV_CASES = [
     # x shape, w shape, attrs, schemes that must run
     ((2, 4, 9, 7), (6, 4, 3, 3), {"pads": [1, 1, 1, 1]}, WINOGRAD),
@@ -501,207 +409,6 @@ def test_cache_folder_is_keyed_by_every_kernel_source(tmp_path):
         numba.core.config.CACHE_DIR = previous
 
 
-FUSED_ACTS = [("none", {}), ("relu", {}), ("clip", {"activation_min": 0.0, "activation_max": 0.5}),
-              ("leaky_relu", {"activation_alpha": 0.2}), ("sigmoid", {}), ("tanh", {}), ("gelu", {}),
-              ("gelu_tanh", {})]
-
-
-@pytest.mark.parametrize(("act", "params"), FUSED_ACTS)
-@pytest.mark.parametrize("residual", [False, True])
-def test_fused_conv(act, params, residual):
-    """refmnn::FusedConv = act(Conv(X, W, B) + Z): every Conv scheme plus the epilogue."""
-    w = numpy_helper.from_array(rand(6, 6, 3, 3), "W")
-    b = numpy_helper.from_array(rand(6), "B")
-    inputs = ["X", "W", "B"] + (["Z"] if residual else [])
-    node = helper.make_node("FusedConv", inputs, ["Y"], name="n0", domain="refmnn", pads=[1, 1, 1, 1],
-                            activation=act, **params)
-    decl = [("X", F, (1, 6, 8, 8))] + ([("Z", F, (1, 6, 8, 8))] if residual else [])
-    model = make_model([node], decl, [("Y", F, None)], initializers=[w, b], extra_opsets=[("refmnn", 1)])
-    feeds = {"X": rand(1, 6, 8, 8), **({"Z": rand(1, 6, 8, 8)} if residual else {})}
-    check_node(model, feeds, must_run=WINOGRAD)
-
-
-@pytest.mark.parametrize(("act", "params"), FUSED_ACTS[:3] + FUSED_ACTS[6:7])
-def test_fused_conv_1x1_and_depthwise(act, params):
-    for w_shape, attrs, schemes in (((5, 6, 1, 1), {}, ("gemm_1x1",)),
-                                    ((6, 1, 3, 3), {"group": 6, "pads": [1, 1, 1, 1]}, ("depthwise", "depthwise_s1"))):
-        w = numpy_helper.from_array(rand(*w_shape), "W")
-        b = numpy_helper.from_array(rand(w_shape[0]), "B")
-        node = helper.make_node("FusedConv", ["X", "W", "B"], ["Y"], name="n0", domain="refmnn",
-                                activation=act, **attrs, **params)
-        model = make_model([node], [("X", F, (2, 6, 7, 7))], [("Y", F, None)], initializers=[w, b],
-                           extra_opsets=[("refmnn", 1)])
-        check_node(model, {"X": rand(2, 6, 7, 7)}, must_run=schemes)
-
-
-@pytest.mark.parametrize(("act", "params"), FUSED_ACTS[:3] + FUSED_ACTS[4:5] + FUSED_ACTS[6:7])
-@pytest.mark.parametrize("residual", [False, True])
-@pytest.mark.parametrize("stride", [1, 2])
-def test_fused_depthwise3x3(act, params, residual, stride):
-    """depthwise3x3 applies bias and activation in its own pass (and leaves a residual, then the
-    activation too, to the epilogue): N = 2, odd sizes, uneven padding, stride 1 and 2."""
-    w = numpy_helper.from_array(rand(6, 1, 3, 3), "W")
-    b = numpy_helper.from_array(rand(6), "B")
-    x_shape = (2, 6, 9, 8)
-    oh, ow = (9 + 1 + 2 - 3) // stride + 1, (8 + 2 + 0 - 3) // stride + 1
-    inputs = ["X", "W", "B"] + (["Z"] if residual else [])
-    node = helper.make_node("FusedConv", inputs, ["Y"], name="n0", domain="refmnn", group=6,
-                            pads=[1, 2, 2, 0], strides=[stride, stride], activation=act, **params)
-    decl = [("X", F, x_shape)] + ([("Z", F, (2, 6, oh, ow))] if residual else [])
-    model = make_model([node], decl, [("Y", F, None)], initializers=[w, b], extra_opsets=[("refmnn", 1)])
-    feeds = {"X": rand(*x_shape), **({"Z": rand(2, 6, oh, ow)} if residual else {})}
-    check_node(model, feeds, must_run=("depthwise3x3",))
-
-
-def test_depthwise3x3_parallel_parts(monkeypatch):
-    """The parallel copy of the depthwise3x3 loops (several parts, each its own scratch)."""
-    from refmnn.backends.numba.kernels import conv
-
-    monkeypatch.setattr(conv, "DEPTHWISE_PARALLEL_MIN", 0)
-    check_node(conv_model((3, 5, 7, 9), (5, 1, 3, 3), group=5, pads=[1, 1, 1, 1], strides=[2, 2]),
-               {"X": rand(3, 5, 7, 9)}, must_run=("depthwise3x3",))
-
-
-@pytest.mark.parametrize("split", [False, True])
-@pytest.mark.parametrize("residual", [False, True])
-def test_fused_gemm_1x1_epilogue_per_panel(split, residual, monkeypatch):
-    """gemm_1x1 applies bias, residual and activation per sgemm panel (split over the GEMM pool's
-    threads or not), N = 2, odd sizes; a broadcast residual goes through the epilogue pass."""
-    from refmnn.backends.numba import _blas
-
-    monkeypatch.setattr(_blas, "SPLIT_MIN_FLOPS", 0 if split else 1e30)
-    w = numpy_helper.from_array(rand(7, 5, 1, 1), "W")
-    b = numpy_helper.from_array(rand(7), "B")
-    for z_shape in ((2, 7, 9, 11), (1, 7, 1, 11)) if residual else (None,):
-        inputs = ["X", "W", "B"] + (["Z"] if z_shape else [])
-        node = helper.make_node("FusedConv", inputs, ["Y"], name="n0", domain="refmnn",
-                                activation="clip", activation_min=-0.5, activation_max=1.0)
-        decl = [("X", F, (2, 5, 9, 11))] + ([("Z", F, z_shape)] if z_shape else [])
-        model = make_model([node], decl, [("Y", F, None)], initializers=[w, b],
-                           extra_opsets=[("refmnn", 1)])
-        feeds = {"X": rand(2, 5, 9, 11), **({"Z": rand(*z_shape)} if z_shape else {})}
-        check_node(model, feeds, must_run=("gemm_1x1",))
-
-
-def test_fused_conv_winograd_odd_sizes_residual_relu():
-    """FusedConv = relu(Conv + Z) with N = 2, uneven padding and an 11x10 output (edge tiles)."""
-    w = numpy_helper.from_array(rand(7, 5, 3, 3), "W")
-    b = numpy_helper.from_array(rand(7), "B")
-    node = helper.make_node("FusedConv", ["X", "W", "B", "Z"], ["Y"], name="n0", domain="refmnn",
-                            pads=[1, 2, 1, 1], activation="relu")
-    decl = [("X", F, (2, 5, 11, 9)), ("Z", F, (2, 7, 11, 10))]
-    model = make_model([node], decl, [("Y", F, None)], initializers=[w, b],
-                       extra_opsets=[("refmnn", 1)])
-    check_node(model, {"X": rand(2, 5, 11, 9), "Z": rand(2, 7, 11, 10)}, must_run=WINOGRAD)
-
-
-@pytest.mark.parametrize(("act", "params"), FUSED_ACTS)
-@pytest.mark.parametrize(("bias", "residual"), [(True, False), (True, True), (False, True), (False, False)])
-def test_fused_matmul(act, params, bias, residual):
-    """refmnn::FusedMatMul = act((A @ B + bias) + Z)."""
-    inits = [numpy_helper.from_array(rand(8, 5), "Bm")]
-    inputs = ["A", "Bm", "bias" if bias else ""] + (["Z"] if residual else [])
-    if bias:
-        inits.append(numpy_helper.from_array(rand(5), "bias"))
-    node = helper.make_node("FusedMatMul", inputs, ["Y"], name="n0", domain="refmnn", activation=act, **params)
-    decl = [("A", F, (2, 3, 8))] + ([("Z", F, (3, 5))] if residual else [])
-    model = make_model([node], decl, [("Y", F, None)], initializers=inits, extra_opsets=[("refmnn", 1)])
-    feeds = {"A": rand(2, 3, 8), **({"Z": rand(3, 5)} if residual else {})}
-    check_node(model, feeds, must_run=("blas", "blocked"))
-
-
-@pytest.mark.parametrize(("q", "kt", "v", "mask"), [
-    ((1, 3, 197, 64), (1, 3, 64, 197), (1, 3, 197, 64), None),          # ViT-Tiny's layer
-    ((2, 4, 37, 5), (2, 4, 5, 23), (2, 4, 23, 7), (2, 1, 1, 23)),       # odd sizes, padding mask
-    ((2, 4, 37, 5), (1, 4, 5, 23), (4, 23, 7), (37, 23)),               # broadcast batch, 2-D mask
-    ((3, 40, 8), (3, 8, 33), (3, 33, 8), (3, 40, 1)),                   # one value per query row
-    ((6, 9), (9, 11), (11, 4), (11,)),                                  # rank 2: one item
-])
-def test_fused_attention(q, kt, v, mask):
-    """refmnn::FusedAttention = softmax(scale * Q @ KT + mask) @ V: both schemes, several row
-    blocks per item (Sq 37 and 40 over blocks of 8-32 rows, the last one partial)."""
-    inputs = [("Q", F, q), ("KT", F, kt), ("V", F, v)] + ([("M", F, mask)] if mask else [])
-    node = helper.make_node("FusedAttention", [n for n, *_ in inputs], ["Y"], name="n0",
-                            domain="refmnn", scale=0.3)
-    model = make_model([node], inputs, [("Y", F, None)], extra_opsets=[("refmnn", 1)])
-    feeds = {name: rand(*shape) for name, _, shape in inputs}
-    if mask:  # some keys dropped (-inf), the rest biased; every row keeps a key
-        m = feeds["M"]
-        feeds["M"] = np.where((RNG.random(m.shape) < 0.4) & (np.arange(m.shape[-1]) > 0), -np.inf,
-                              m).astype(np.float32)
-    check_node(model, feeds, must_run=("blas", "loops"))
-
-
-@pytest.mark.parametrize(("shapes", "perms", "schemes"), [
-    # BERT's heads from [B, S, H, D], merged back: Q, V and Y with row strides H * D
-    (((2, 37, 4, 8), (2, 4, 8, 23), (2, 23, 4, 6)),
-     {"perm_q": [0, 2, 1, 3], "perm_v": [0, 2, 1, 3], "perm_y": [0, 2, 1, 3]}, ("blas", "loops")),
-    # K given untransposed [B, H, Sk, D]: KT's unit stride is along D (sgemm's transposed B)
-    (((2, 4, 37, 8), (2, 4, 23, 8), (2, 4, 23, 6)), {"perm_kt": [0, 1, 3, 2]}, ("blas", "loops")),
-    # everything from [B, S, H, D], K too, with a broadcast batch item
-    (((1, 37, 4, 8), (2, 23, 4, 8), (2, 23, 4, 6)),
-     {"perm_q": [0, 2, 1, 3], "perm_kt": [0, 2, 3, 1], "perm_v": [0, 2, 1, 3],
-      "perm_y": [0, 2, 1, 3]}, ("blas", "loops")),
-    # Q's features strided (its last axis moved): no BLAS operand, the loop nests only
-    (((2, 4, 8, 37), (2, 4, 8, 23), (2, 4, 23, 6)), {"perm_q": [0, 1, 3, 2]}, ("loops",)),
-    # V's and Y's features strided: each output a sum over the keys in order
-    (((2, 4, 37, 8), (2, 4, 8, 23), (2, 4, 6, 23)),
-     {"perm_v": [0, 1, 3, 2], "perm_y": [0, 1, 3, 2]}, ("loops",)),
-])
-def test_fused_attention_with_transposed_operands(shapes, perms, schemes):
-    """FusedAttention's perm_* read Q, KT and V through their strides and write Y through
-    perm_y's (no copies), in both schemes where they apply, against the reference."""
-    inputs = [("Q", F, shapes[0]), ("KT", F, shapes[1]), ("V", F, shapes[2])]
-    node = helper.make_node("FusedAttention", ["Q", "KT", "V"], ["Y"], name="n0",
-                            domain="refmnn", scale=0.3, **perms)
-    model = make_model([node], inputs, [("Y", F, None)], extra_opsets=[("refmnn", 1)])
-    ran = check_node(model, {name: rand(*shape) for name, _, shape in inputs}, must_run=schemes)
-    assert sorted(ran) == sorted(schemes)
-
-
-def test_fused_attention_causal_mask_and_empty_keys():
-    """A causal mask gives exact zeros above the diagonal; with no keys at all (Sk = 0) the
-    output is zeros (the loops scheme: blas needs every dimension > 0)."""
-    sq, d = 40, 16
-    causal = np.where(np.tril(np.ones((sq, sq), bool)), 0, -np.inf).astype(np.float32)
-    inputs = [("Q", F, (2, sq, d)), ("KT", F, (2, d, sq)), ("V", F, (2, sq, d))]
-    node = helper.make_node("FusedAttention", ["Q", "KT", "V", "M"], ["Y"], name="n0",
-                            domain="refmnn", scale=0.25)
-    model = make_model([node], inputs, [("Y", F, None)], extra_opsets=[("refmnn", 1)],
-                       initializers=[numpy_helper.from_array(causal, "M")])
-    feeds = {name: rand(*shape) for name, _, shape in inputs}
-    feeds["V"][:, 1:] = 3e38  # query 0 sees key 0 only: a weight of even 1e-38 on a later key shows
-
-    def first_row_is_v0(scheme, outputs):
-        np.testing.assert_array_equal(outputs[0][:, 0], feeds["V"][:, 0], err_msg=scheme)
-
-    check_node(model, feeds, must_run=("blas", "loops"), inspect=first_row_is_v0)
-    empty = [("Q", F, (2, 5, 3)), ("KT", F, (2, 3, 0)), ("V", F, (2, 0, 4))]
-    node = helper.make_node("FusedAttention", ["Q", "KT", "V"], ["Y"], name="n0", domain="refmnn")
-    model = make_model([node], empty, [("Y", F, None)], extra_opsets=[("refmnn", 1)])
-    ran = check_node(model, {name: rand(*shape) for name, _, shape in empty})
-    assert ran == ["loops"]
-
-
-@pytest.mark.parametrize(("ta", "tb", "alpha", "beta", "c_shape"), [
-    (0, 1, 1.0, 1.0, (5,)), (1, 0, 0.5, 2.0, (3, 5)), (1, 1, 1.0, 0.0, (1, 5)), (0, 0, 2.0, 1.0, None)])
-@pytest.mark.parametrize("fused", [False, True])
-def test_gemm(ta, tb, alpha, beta, c_shape, fused):
-    a_shape = (8, 3) if ta else (3, 8)
-    b_shape = (5, 8) if tb else (8, 5)
-    inits = [numpy_helper.from_array(rand(*b_shape), "B")]
-    inputs = ["A", "B"]
-    if c_shape is not None:
-        inits.append(numpy_helper.from_array(rand(*c_shape), "C"))
-        inputs.append("C")
-    extra = {"domain": "refmnn", "activation": "relu"} if fused else {}
-    node = helper.make_node("FusedGemm" if fused else "Gemm", inputs, ["Y"], name="n0", transA=ta,
-                            transB=tb, alpha=alpha, beta=beta, **extra)
-    model = make_model([node], [("A", F, a_shape)], [("Y", F, None)], initializers=inits,
-                       extra_opsets=[("refmnn", 1)] if fused else ())
-    check_node(model, {"A": rand(*a_shape)}, must_run=("blas",))
-
-
 # ---------------------------------------------------------------------------------------------
 # GEMM inside one parallel loop (the OpenMP layer's path) and the threading layers
 
@@ -753,7 +460,7 @@ def test_threading_layers_and_sessions_on_several_threads(layer):
     code = f"""
 import threading, numpy as np, numba, refmnn
 from refmnn.backends.base import BackendConfig
-from tests.test_numba_backend import conv_model, rand, rel_l2
+from tests.numba_checks import conv_model, rand, rel_l2
 model = conv_model((2, 32, 40, 40), (64, 32, 1, 1))
 x = {{"X": rand(2, 32, 40, 40)}}
 want = refmnn.Session(model, check=False).run(x)["Y"]

@@ -27,7 +27,8 @@ from refmnn.graph import Graph, Node, TensorType, ValueType
 from refmnn.ops.raster import DOMAIN as RASTER_DOMAIN, contiguous_strides, split_regions
 from refmnn.ops.registry import OpRegistry
 from refmnn.schedule.lower import CORE_OPS, fold_constants, lower_graph
-from refmnn.schedule.memory import ALIGNMENT, ArenaPlan, Interval, align, plan_arena, verify_no_overlap
+from refmnn.schedule.memory import (ALIGNMENT, ArenaPlan, Interval, align, plan_arena,
+                                    verify_no_overlap)
 from refmnn.schedule.shapes import UNFOLDABLE, infer_types
 
 REFERENCE = "reference"
@@ -368,7 +369,8 @@ def _aliases(steps: Sequence[Step], specs: Mapping[str, NodeSpec], slots: Mappin
         keys = [whole, *parts]
         chosen = [slots.get(k) if k else None for k in keys]
         itemsize = specs[step.node.name].inputs[0].dtype.itemsize  # type: ignore[union-attr]
-        links = {part: (whole, offset * itemsize) for part, offset in zip(parts, offsets, strict=True)}
+        links = {part: (whole, offset * itemsize)
+                 for part, offset in zip(parts, offsets, strict=True)}
         if any(s is None or s.storage is not Storage.ARENA or s.backend != step.backend
                for s in chosen) or len(set(keys)) != len(keys) or \
                 any(part in alias_of or delta % ALIGNMENT for part, (_, delta) in links.items()):

@@ -47,11 +47,11 @@ from numba import njit, prange
 
 from refmnn.backends.base import Kernel, KernelDef, NodeSpec, Scheme
 from refmnn.backends.numba.kernels import sgemm
-from refmnn.backends.numba.kernels._common import (F32, JIT, PARALLEL_LOCK, PJIT, batch_items,
-                                                    renamed)
+from refmnn.backends.numba.kernels._common import F32, JIT, PARALLEL_LOCK, PJIT, renamed
 from refmnn.backends.numba.kernels.activation import (exp_shifted, normalise_rows_serial,
                                                       row_maxes_serial)
 from refmnn.ops.fused import DOMAIN as FUSED_DOMAIN
+from refmnn.ops.raster import contiguous_strides
 
 ROWS = 32  # query rows per job; fewer when that leaves under 4 jobs per thread
 
@@ -185,9 +185,7 @@ def _layout(shape: tuple[int, ...], perm: Sequence[int]
             ) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """Shape and element strides of ``Transpose(x, perm)`` viewed on C-contiguous ``x`` of
     ``shape`` (an empty perm: x itself)."""
-    strides = [1] * len(shape)
-    for axis in range(len(shape) - 2, -1, -1):
-        strides[axis] = strides[axis + 1] * shape[axis + 1]
+    strides = contiguous_strides(shape)
     if not perm:
         return shape, tuple(strides)
     return tuple(shape[p] for p in perm), tuple(strides[p] for p in perm)
@@ -226,11 +224,11 @@ class FusedAttention(Kernel):
         items = int(np.prod(batch, dtype=np.int64))
         mask = spec.inputs[3] if len(spec.inputs) > 3 else None
         self.has_mask = mask is not None
-        if self.has_mask:
-            shape = (1,) * (2 - mask.rank) + tuple(int(d) for d in mask.shape)
-            self.offsets.append(batch_items(shape, batch) * (shape[-2] * shape[-1]))
-            self.mr = 0 if shape[-2] == 1 else shape[-1]
-            self.mc = 0 if shape[-1] == 1 else 1
+        if self.has_mask:  # read as it is, broadcast axes at stride 0
+            dims = (1,) * (2 - mask.rank) + tuple(int(d) for d in mask.shape)
+            shape, strides = _layout(dims, ())
+            self.offsets.append(_item_offsets(shape, strides, batch))
+            self.mr, self.mc = (0 if shape[a] == 1 else strides[a] for a in (-2, -1))
         else:
             self.offsets.append(np.zeros(max(items, 1), np.int64))
             self.mr = self.mc = 0

@@ -32,8 +32,8 @@ from numba import njit
 from numba import prange
 
 from refmnn.backends.base import NodeSpec
-from refmnn.backends.numba.kernels._common import (JIT, PARALLEL_LOCK, PJIT, broadcast_layout, gelu32,
-                                                  renamed)
+from refmnn.backends.numba.kernels._common import (JIT, PARALLEL_LOCK, PJIT, broadcast_layout,
+                                                  gelu32, renamed)
 
 RANK = 6
 NONE, RELU, LEAKY, CLIP, SIGMOID, TANH, GELU, GELU_TANH = range(8)

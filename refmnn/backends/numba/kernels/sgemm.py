@@ -59,7 +59,7 @@ def _panels(pa, pb, out, ta, tb, lda, ldb, m, n, k, batch, sa, sb, parts, by_col
         ob = item * sb + (j0 if tb == NO_TRANS else j0 * ldb)
         oc = item * m * n + i0 * n + j0
         cblas_sgemm(ROW_MAJOR, ta, tb, i1 - i0, j1 - j0, k, 1.0, pa + 4 * oa, lda,
-               pb + 4 * ob, ldb, 0.0, pc + 4 * oc, n)
+                    pb + 4 * ob, ldb, 0.0, pc + 4 * oc, n)
         if has_b or has_z or act != 0:
             # without a residual ``za`` is [1, 1] and this slice empty: never read then
             epilogue_rows(ya[item], bias, za[item * m:(item + 1) * m], has_b, has_z, b_cols,
