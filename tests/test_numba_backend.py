@@ -82,15 +82,28 @@ CONV_CASES = [
      ("direct", "im2col_gemm")),
     ((2, 8, 5, 6), (5, 8, 1, 1), {}, ("direct", "im2col_gemm", "gemm_1x1")),
     ((1, 6, 10, 10), (6, 1, 3, 3), {"group": 6, "pads": [1, 1, 1, 1]},
-     ("direct", "im2col_gemm", "depthwise", "depthwise_s1")),
+     ("direct", "im2col_gemm", "depthwise", "depthwise_s1", "depthwise3x3",
+      "depthwise3x3_same")),
     ((2, 3, 9, 12), (6, 1, 3, 2), {"group": 3, "dilations": [2, 3], "pads": [2, 0, 1, 3]},
      ("direct", "depthwise", "depthwise_s1")),
     ((1, 4, 11, 11), (8, 1, 3, 3), {"group": 4, "strides": [2, 2], "pads": [1, 1, 1, 1]},
-     ("depthwise", "depthwise3x3")),
-    # depthwise3x3: N > 1, odd sizes, uneven / wide / no padding, stride 2, channel multiplier 2
-    ((2, 5, 9, 11), (5, 1, 3, 3), {"group": 5, "pads": [1, 1, 1, 1]}, ("depthwise_s1", "depthwise3x3")),
+     ("depthwise", "depthwise3x3", "depthwise3x3_same")),
+    # depthwise3x3(_same): N > 1, odd sizes, uneven / wide / no padding, stride 2, channel
+    # multiplier 2; _same with padding only on the left and right, or two rows above none below,
+    # at stride 2 with none on the right, odd widths
+    ((2, 5, 9, 11), (5, 1, 3, 3), {"group": 5, "pads": [1, 1, 1, 1]},
+     ("depthwise_s1", "depthwise3x3", "depthwise3x3_same")),
+    ((2, 3, 6, 9), (6, 1, 3, 3), {"group": 3, "pads": [0, 1, 0, 1]},
+     ("depthwise_s1", "depthwise3x3", "depthwise3x3_same")),
+    ((1, 4, 5, 7), (4, 1, 3, 3), {"group": 4, "pads": [2, 1, 0, 1]},
+     ("depthwise_s1", "depthwise3x3", "depthwise3x3_same")),
+    ((1, 2, 4, 1), (2, 1, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}, ("depthwise3x3_same",)),
     ((2, 4, 11, 10), (8, 1, 3, 3), {"group": 4, "strides": [2, 2], "pads": [0, 1, 2, 1]},
-     ("depthwise", "depthwise3x3")),
+     ("depthwise", "depthwise3x3", "depthwise3x3_same")),
+    ((1, 3, 9, 8), (3, 1, 3, 3), {"group": 3, "strides": [2, 2], "pads": [1, 1, 0, 0]},
+     ("depthwise", "depthwise3x3", "depthwise3x3_same")),
+    ((2, 2, 6, 7), (2, 1, 3, 3), {"group": 2, "strides": [2, 2], "pads": [1, 1, 1, 1]},
+     ("depthwise", "depthwise3x3", "depthwise3x3_same")),
     ((1, 3, 8, 7), (3, 1, 3, 3), {"group": 3, "strides": [2, 2]}, ("depthwise", "depthwise3x3")),
     ((1, 3, 6, 5), (3, 1, 3, 3), {"group": 3, "pads": [2, 0, 3, 2]}, ("depthwise_s1", "depthwise3x3")),
     ((3, 2, 3, 4), (2, 1, 3, 3), {"group": 2, "strides": [2, 2], "pads": [2, 2, 2, 2]},
@@ -307,6 +320,29 @@ def test_maxpool_3x3_stride2_special_values(pads, ceil_mode):
     assert np.array_equal(np.signbit(got), np.signbit(expected))
 
 
+def test_depthwise3x3_same_edge_columns_with_inf_and_nan():
+    """depthwise3x3_same reads across the row edge (column 0's left taps see the previous row's
+    last element) and selects those sums away: +-inf and NaN in the first and last columns must
+    reach exactly the outputs whose windows hold them, as in the reference (multiplying the
+    wrapped sums by 0 instead would turn inf into NaN in the neighbouring row's edge)."""
+    model = conv_model((1, 3, 6, 7), (3, 1, 3, 3), group=3, pads=[1, 1, 1, 1])
+    x = rand(1, 3, 6, 7)
+    x[0, 0, 2, 0] = np.inf
+    x[0, 1, 3, 6] = -np.inf
+    x[0, 2, 4, 0] = np.nan
+    x[0, 2, 1, 6] = np.inf
+    expected = refmnn.Session(model, check=False).run({"X": x})["Y"]
+    session = refmnn.Session(model, backends=("numba",), check=False)
+    got = session.run({"X": x})["Y"]
+    steps = [s for s in session.plan.steps if isinstance(s, RunStep)]
+    assert [(s.backend, str(s.scheme)) for s in steps] == [("numba", "depthwise3x3_same")]
+    finite = np.isfinite(expected)
+    assert 0 < finite.sum() < finite.size
+    np.testing.assert_array_equal(np.isfinite(got), finite)
+    np.testing.assert_array_equal(got[~finite], expected[~finite])  # the same infs, NaN == NaN
+    np.testing.assert_allclose(got[finite], expected[finite], rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("parallel_min", [None, 0])
 def test_raster_from_movement_ops(parallel_min, monkeypatch):
     """Transpose, Slice, Reshape, Concat, Expand lower to Raster; the session runs them on numba,
@@ -506,9 +542,11 @@ def test_each_jit_build_has_its_own_disk_cache_entry():  # type: ignore[no-untyp
             assert first is value, f"{name} and {module.__name__}.{attr} share the cache name {key}"
             seen += 1
     assert seen > 20  # the scan found the kernels
-    from refmnn.backends.numba.kernels import conv, fused
-    assert conv.conv_depthwise3x3_serial.targetoptions.get("parallel") is not True
-    assert conv.conv_depthwise3x3.targetoptions.get("parallel") is True
+    from refmnn.backends.numba.kernels import conv_depthwise3x3, fused
+    for name in ("conv_depthwise3x3", "conv_depthwise3x3_same"):
+        serial = getattr(conv_depthwise3x3, name + "_serial")
+        assert serial.targetoptions.get("parallel") is not True
+        assert getattr(conv_depthwise3x3, name).targetoptions.get("parallel") is True
     assert fused.epilogue_serial.py_func.__qualname__ == "epilogue_kernel_serial"
     from refmnn.backends.numba.kernels import attention
     assert attention.attend_blas.py_func.__qualname__ == "_attend_blas"

@@ -49,30 +49,39 @@ def test_fused_conv_1x1_and_depthwise(act, params):
 
 @pytest.mark.parametrize(("act", "params"), FUSED_ACTS[:3] + FUSED_ACTS[4:5] + FUSED_ACTS[6:7])
 @pytest.mark.parametrize("residual", [False, True])
-@pytest.mark.parametrize("stride", [1, 2])
-def test_fused_depthwise3x3(act, params, residual, stride):
-    """depthwise3x3 applies bias and activation in its own pass (and leaves a residual, then the
-    activation too, to the epilogue): N = 2, odd sizes, uneven padding, stride 1 and 2."""
+@pytest.mark.parametrize(("stride", "pads", "scheme"), [(1, [1, 2, 2, 0], "depthwise3x3"),
+                                                     (2, [1, 2, 2, 0], "depthwise3x3"),
+                                                     (1, [2, 1, 0, 1], "depthwise3x3_same"),
+                                                     (2, [2, 1, 0, 1], "depthwise3x3_same")])
+def test_fused_depthwise3x3(act, params, residual, stride, pads, scheme):
+    """depthwise3x3 and depthwise3x3_same apply bias and activation in their own pass (and
+    leave a residual, then the activation too, to the epilogue): N = 2, odd sizes, uneven
+    padding, stride 1 and 2."""
     w = numpy_helper.from_array(rand(6, 1, 3, 3), "W")
     b = numpy_helper.from_array(rand(6), "B")
     x_shape = (2, 6, 9, 8)
-    oh, ow = (9 + 1 + 2 - 3) // stride + 1, (8 + 2 + 0 - 3) // stride + 1
+    oh = (9 + pads[0] + pads[2] - 3) // stride + 1
+    ow = (8 + pads[1] + pads[3] - 3) // stride + 1
     inputs = ["X", "W", "B"] + (["Z"] if residual else [])
     node = helper.make_node("FusedConv", inputs, ["Y"], name="n0", domain="refmnn", group=6,
-                            pads=[1, 2, 2, 0], strides=[stride, stride], activation=act, **params)
+                            pads=pads, strides=[stride, stride], activation=act, **params)
     decl = [("X", F, x_shape)] + ([("Z", F, (2, 6, oh, ow))] if residual else [])
     model = make_model([node], decl, [("Y", F, None)], initializers=[w, b], extra_opsets=[("refmnn", 1)])
     feeds = {"X": rand(*x_shape), **({"Z": rand(2, 6, oh, ow)} if residual else {})}
-    check_node(model, feeds, must_run=("depthwise3x3",))
+    check_node(model, feeds, must_run=(scheme,))
 
 
-def test_depthwise3x3_parallel_parts(monkeypatch):
-    """The parallel copy of the depthwise3x3 loops (several parts, each its own scratch)."""
-    from refmnn.backends.numba.kernels import conv
+@pytest.mark.parametrize(("stride", "scheme"), [(2, "depthwise3x3"), (1, "depthwise3x3_same"),
+                                               (2, "depthwise3x3_same")])
+def test_depthwise3x3_parallel_parts(stride, scheme, monkeypatch):
+    """The parallel copy of the depthwise3x3(_same) loops (several parts, each its own
+    scratch)."""
+    from refmnn.backends.numba.kernels import conv_depthwise3x3
 
-    monkeypatch.setattr(conv, "DEPTHWISE_PARALLEL_MIN", 0)
-    check_node(conv_model((3, 5, 7, 9), (5, 1, 3, 3), group=5, pads=[1, 1, 1, 1], strides=[2, 2]),
-               {"X": rand(3, 5, 7, 9)}, must_run=("depthwise3x3",))
+    monkeypatch.setattr(conv_depthwise3x3, "DEPTHWISE_PARALLEL_MIN", 0)
+    check_node(conv_model((3, 5, 7, 9), (5, 1, 3, 3), group=5, pads=[1, 1, 1, 1],
+                          strides=[stride, stride]),
+               {"X": rand(3, 5, 7, 9)}, must_run=(scheme,))
 
 
 @pytest.mark.parametrize("split", [False, True])

@@ -61,7 +61,7 @@ from numba import njit, prange
 
 from refmnn.backends.base import NodeSpec, Storage
 from refmnn.backends.numba.kernels._common import PARALLEL_LOCK, PJIT
-from refmnn.backends.numba.kernels.conv import GEMM_CALL, ConvBase
+from refmnn.backends.numba.kernels.conv_base import GEMM_CALL, ConvBase
 
 WINOGRAD_TRANSFORM = 60.0  # per element of V or M written / read by the tile transforms
 WINOGRAD_U_READ = 20.0  # per element of U streamed by the sgemms (once per image)

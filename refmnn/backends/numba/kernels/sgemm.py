@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from numba import njit, prange, types
 
-from refmnn.backends.numba.kernels._common import JIT, PARALLEL_LOCK, PJIT
+from refmnn.backends.numba.kernels._common import PARALLEL_LOCK, PJIT
 from refmnn.backends.numba.kernels.fused import epilogue_rows
 
 SYMBOL = "refmnn_cblas_sgemm64"

@@ -1,0 +1,95 @@
+"""What every numba Conv/FusedConv scheme shares (:mod:`.conv`, :mod:`.conv_winograd`,
+:mod:`.conv_depthwise3x3`): the geometry of a node, the predicates that say where a scheme
+applies, and :class:`ConvBase` (parameters, bias, epilogue)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from refmnn.backends.base import Kernel, NodeSpec, Storage
+from refmnn.backends.numba.kernels._common import window_params
+from refmnn.backends.numba.kernels.fused import Epilogue
+
+GEMM_CALL = 2e5  # per sgemm call (and its packing launch), in flop units (~4 us at 50 GFLOP/s)
+# Per inner loop that the direct and depthwise schemes start (a row copy, a tap's row update),
+# in the same units: its setup and LLVM's scalar remainder, which on MobileNet's 7..56-element
+# rows cost as much as the vectorised part or more. Fitted to depthwise3x3 at 2 threads: 960 @ 7
+# (13k row loops) 116 us and 32 @ 112 (7k) 143 us give ~8 ns a loop, ~800 units.
+LOOP = 800.0
+
+
+# ---------------------------------------------------------------------------------------------
+# parameters
+
+
+def conv_params(spec: NodeSpec) -> tuple[int, ...]:
+    """(kh, kw, sh, sw, dh, dw, pad_top, pad_left, pad_bottom, pad_right, group)."""
+    kernel = spec.attrs.get("kernel_shape") or [int(d) for d in spec.inputs[1].shape[2:]]
+    return (*window_params(spec, kernel), int(spec.attrs.get("group", 1) or 1))
+
+
+def macs(spec: NodeSpec) -> float:
+    n, oc, oh, ow = (int(d) for d in spec.outputs[0].shape)
+    _, cg, kh, kw = (int(d) for d in spec.inputs[1].shape)
+    return float(n * oc * oh * ow * cg * kh * kw)
+
+
+def is_2d(spec: NodeSpec) -> bool:
+    x, w = spec.inputs[0], spec.inputs[1]
+    return x is not None and w is not None and x.rank == 4 and w.rank == 4
+
+
+def is_1x1(spec: NodeSpec) -> bool:
+    if not is_2d(spec):
+        return False
+    kh, kw, sh, sw, _, _, pt, pl, pb, pr, g = conv_params(spec)
+    return (kh, kw, sh, sw, pt, pl, pb, pr, g) == (1, 1, 1, 1, 0, 0, 0, 0, 1)
+
+
+def is_depthwise(spec: NodeSpec) -> bool:
+    return (is_2d(spec) and int(spec.inputs[1].shape[1]) == 1
+            and conv_params(spec)[-1] == int(spec.inputs[0].shape[1]))
+
+
+def is_depthwise_s1(spec: NodeSpec) -> bool:
+    return is_depthwise(spec) and conv_params(spec)[2:4] == (1, 1)
+
+
+def is_depthwise_3x3(spec: NodeSpec) -> bool:
+    """Depthwise 3x3, dilation 1, stride 1 or 2 on both axes."""
+    if not is_depthwise(spec):
+        return False
+    kh, kw, sh, sw, dh, dw, *_ = conv_params(spec)
+    return (kh, kw, dh, dw) == (3, 3, 1, 1) and sh == sw and sh in (1, 2)
+
+
+def is_3x3_s1(spec: NodeSpec) -> bool:
+    if not is_2d(spec):
+        return False
+    kh, kw, sh, sw, dh, dw, *_, g = conv_params(spec)
+    return (kh, kw, sh, sw, dh, dw, g) == (3, 3, 1, 1, 1, 1, 1) and 1 in spec.constants
+
+
+
+class ConvBase(Kernel):
+    """Shared by every scheme (and by FusedConv, whose residual Z is input 3 and whose
+    activation is in the attributes): the parameters, the bias, and the epilogue pass."""
+
+    bias_in_epilogue = False  # the GEMM schemes add the bias in the epilogue pass
+
+    def __init__(self, backend) -> None:  # type: ignore[no-untyped-def]
+        self.backend = backend
+
+    def prepare(self, spec: NodeSpec) -> None:
+        self.params = conv_params(spec)
+        oc = int(spec.inputs[1].shape[0])
+        self.has_bias = len(spec.inputs) > 2 and spec.inputs[2] is not None
+        bias_input = 2 if self.bias_in_epilogue else None
+        self.epilogue = Epilogue(spec, bias_input, 3, bias_shape=(oc, 1, 1))
+        # a zero bias in STATIC memory when the node has none, so the loops always add one
+        buf = self.backend.allocate(oc * 4, Storage.STATIC)
+        self.zero_bias = buf.handle[:oc * 4].view(np.float32)
+        self.zero_bias[:] = 0
+
+    def bias(self, inputs) -> np.ndarray:  # type: ignore[no-untyped-def]
+        return inputs[2] if self.has_bias else self.zero_bias

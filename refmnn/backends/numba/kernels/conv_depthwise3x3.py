@@ -1,0 +1,375 @@
+"""The 3x3 depthwise schemes of the numba Conv/FusedConv kernels (MobileNet's layers; see
+:mod:`.conv` for the notation and the other schemes). Both apply the bias and the activation in
+their own loops, run a serial copy of their loops below ``DEPTHWISE_PARALLEL_MIN`` outputs (why:
+:mod:`.conv`'s docstring), and leave a FusedConv residual, then the activation too, to the
+epilogue pass.
+
+``depthwise3x3`` -- depthwise, 3x3, dilation 1, stride 1 or 2 on both axes (MobileNet's layers).
+    Each worker copies a plane into a zero-padded plane in WORKSPACE (stride 2: split into four
+    row/column parity planes, so every tap is a unit-stride load), computes the whole output
+    plane as one flat loop with the nine taps unrolled and no bounds tests (a few junk columns
+    per row, the padded pitch), activates it in L1 and copies its rows out: the input is read
+    and the output written once. Cost: ``2 * MACS + 4 * N * C * H * W`` (the padded copy)
+    ``+ LOOP * N * C * (H + 2 + OH)`` (its loops, see below).
+    FusedConv, 2 threads, loaded shared VM, one-node sessions, median us of 3 x 60 interleaved
+    runs against the previous schemes (depthwise_s1 / depthwise + a parallel epilogue pass):
+
+    =============  ============  ============  ===========
+    layer          before        depthwise3x3  speed-up
+    =============  ============  ============  ===========
+    32 @ 112, s1   999 (s1)      450           2.2x
+    144 @ 56, s1   1046 (s1)     451           2.3x
+    384 @ 14, s1   482 (s1)      225           2.1x
+    960 @ 7, s1    455 (s1)      227           2.0x
+    96 @ 112, s2   2291          1096          2.1x
+    144 @ 56, s2   1323          483           2.7x
+    576 @ 14, s2   884           279           3.2x
+    =============  ============  ============  ===========
+
+    Tried and dropped: one loop per output row (short rows ran in LLVM's scalar remainder: 2x
+    slower), border outputs with tested taps instead of the padded copy (~25 cycles each against
+    ~0.5 for an interior output), indexing the plane with a runtime ``ih - pt`` (Numba's
+    negative-index fixup stopped vectorisation: 10x slower), FMA contraction (no gain, the loop
+    is load-bound). An NC4HW4 packed layout was not tried: the flat loop is already 16 lanes wide
+    along W, and packing would add a layout conversion around every depthwise layer.
+``depthwise3x3_same`` -- depthwise, 3x3, dilation 1, one column of padding on the left and, at
+    stride 1, on the right (the width is kept: ``OW == W``), any padding above and below. The
+    plane is copied once, as one flat loop, between zero rows in WORKSPACE at the *input's own*
+    row pitch ``W``: stride-1 output ``q = oh*W + ow`` is then ``b + sum w[kh, kw] * buf[q +
+    kh*W + kw]``, one flat loop written straight into the output plane -- no padded columns, no
+    junk columns, no row-by-row copy out (rows of 7..56 elements run mostly in LLVM's scalar
+    remainder, which is where depthwise3x3 spends its time on small planes). Without padded
+    columns, the left taps of an output in column 0 read the previous row's last element and
+    the right taps of column ``W - 1`` the next row's first: two per-layer masks (``q % W !=
+    0``, ``q % W != W - 1``, made in ``prepare``) *select* those three-tap sums away -- a
+    select, not a multiply by 0, so an inf or NaN read across the row edge cannot leak in.
+    Stride 2 (at most one column of padding on the right) computes the stride-1 rows ``0 ..
+    2*(OH-1)`` into WORKSPACE and samples every other row and column: 4x the taps, all
+    vectorised, against depthwise3x3's two short loops per input row; the costs choose it for
+    planes up to 56 x 56. Cost: ``18 * (stride-1 outputs) + 4 * N * C * H * W + LOOP * N * C *
+    (3 + (OH at stride 2))``; depthwise3x3's is ``2 * MACS + 4 * N * C * H * W + LOOP * N * C *
+    (H + 2 + OH)``, ``LOOP`` the cost of starting an inner loop (:mod:`.conv_base`). Median us
+    of 5 x 50 calls, 2 threads, pads 1, bias + clip, the two kernels interleaved in one process
+    on the same inputs (shared VM, load average 0.7):
+
+    ==============  ============  ==================  =========
+    layer           depthwise3x3  depthwise3x3_same   speed-up
+    ==============  ============  ==================  =========
+    32 @ 112, s1    144           114                 1.3x
+    144 @ 56, s1    191           126                 1.5x
+    192 @ 28, s1    110           62                  1.8x
+    384 @ 14, s1    111           40                  2.8x
+    576 @ 14, s1    153           52                  2.9x
+    960 @ 7, s1     104           62                  1.7x
+    96 @ 112, s2    273           400                 0.7x (depthwise3x3 chosen)
+    144 @ 56, s2    172           173                 1.0x
+    192 @ 28, s2    127           65                  1.9x
+    576 @ 14, s2    176           84                  2.1x
+    ==============  ============  ==================  =========
+
+    End to end, 2 threads, medians of 40 interleaved runs in one process against a session
+    built without the scheme, two rounds: MobileNet-v2 9.01 -> 7.95 and 9.89 -> 8.97 ms (16
+    layers on it), MobileNet-v1 10.78 -> 10.01 and 10.49 -> 9.76 ms (12); outputs within 3e-8.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from refmnn.backends.base import NodeSpec, Storage
+from refmnn.backends.numba.kernels._common import JIT, PARALLEL_LOCK, PJIT, renamed
+from refmnn.backends.numba.kernels.conv_base import (LOOP, ConvBase, conv_params,
+                                                     is_depthwise_3x3, macs)
+from refmnn.backends.numba.kernels.fused import NONE, activate_row
+
+DEPTHWISE_PARALLEL_MIN = 1 << 12  # outputs from which depthwise3x3 runs its parallel loops,
+DEPTHWISE_PARALLEL_MIN_WORKQUEUE = 1 << 18  # on OpenMP / on workqueue (its launches cost more)
+
+
+def is_depthwise_3x3_same(spec: NodeSpec) -> bool:
+    """Depthwise 3x3, dilation 1, one column of padding on the left and, at stride 1, on the
+    right (the width is kept); at stride 2, at most one on the right (every sampled column is
+    then a column of the stride-1 result)."""
+    if not is_depthwise_3x3(spec):
+        return False
+    _, _, s, _, _, _, _, pl, _, pr, _ = conv_params(spec)
+    return pl == 1 and (pr == 1 if s == 1 else pr <= 1)
+
+
+@njit(inline="always", **JIT)
+def _taps3x3(acc, p0, p1, p2, s, b, k):
+    """``acc[q] = b + the nine taps`` at flat position ``s * q`` of the padded rows p0, p1, p2
+    (the padded plane from row 0, 1, 2 on). Slices from 0 keep every index provably >= 0, so
+    Numba emits no negative-index fixup and the loop vectorises."""
+    w00, w01, w02 = k[0, 0], k[0, 1], k[0, 2]
+    w10, w11, w12 = k[1, 0], k[1, 1], k[1, 2]
+    w20, w21, w22 = k[2, 0], k[2, 1], k[2, 2]
+    for q in range(acc.shape[0]):
+        i = q * s
+        acc[q] = (b + (w00 * p0[i] + w01 * p0[i + 1] + w02 * p0[i + 2])
+                  + (w10 * p1[i] + w11 * p1[i + 1] + w12 * p1[i + 2])
+                  + (w20 * p2[i] + w21 * p2[i + 1] + w22 * p2[i + 2]))
+
+
+@njit(inline="always", **JIT)
+def _taps3x3_s2(acc, ee, eo, oe, oo, pitch, b, k):
+    """Stride 2 on the four parity planes of the padded input (even/odd row, even/odd column,
+    each with row pitch ``pitch``): tap (kh, kw) of output ``q = oh*pitch + ow`` is element
+    ``q``, ``q + 1`` or ``q + pitch`` (+1) of one plane, so every load is unit-stride."""
+    e2, o2 = ee[pitch:], eo[pitch:]
+    for q in range(acc.shape[0]):
+        acc[q] = (b + (k[0, 0] * ee[q] + k[0, 1] * eo[q] + k[0, 2] * ee[q + 1])
+                  + (k[1, 0] * oe[q] + k[1, 1] * oo[q] + k[1, 2] * oe[q + 1])
+                  + (k[2, 0] * e2[q] + k[2, 1] * o2[q] + k[2, 2] * e2[q + 1]))
+
+
+def _depthwise3x3(x, w, bias, out, s, pt, pl, mult, act, alpha, lo, hi, scratch, parts):
+    """3x3 depthwise conv, stride ``s`` (1 or 2) on both axes, any padding, bias and activation
+    fused; the input is read once and the output written once.
+
+    ``parts`` workers (``prange``), each over a contiguous run of the (n, oc) planes. A worker
+    copies its plane, zero-padded, into its scratch (the padding is zeroed once per call: every
+    plane overwrites only the interior) such that the whole output plane is *one* flat loop
+    ``acc[q], q = oh*P + ow`` (row pitch ``P``, a few junk columns per row) with the nine taps
+    unrolled and no bounds tests, which LLVM vectorises:
+
+    * stride 1: the padded plane ``[Hp, Wp]``, ``P = Wp``; tap (kh, kw) is ``pad[q + kh*P + kw]``.
+    * stride 2: the padded plane split by row and column parity into four planes of pitch
+      ``P = OW + 1`` ("space to depth"); each tap is ``plane[q (+1) (+P)]`` of one of them.
+      Each input row is first copied into a zero-padded row, whose even and odd columns then
+      go to their two planes in one loop. Copying each parity straight from the input row at
+      stride 2 (one loop per parity) took 70% of the kernel; against it, median us of 300
+      calls, three rounds, 2 threads: 96 @ 112 524-597 -> 220-279, 144 @ 56 169-253 ->
+      107-180, 192 @ 28 and 576 @ 14 unchanged within noise (1 thread: 747-809 -> 390-395,
+      326-329 -> 208-213); MobileNet-v2 end to end, interleaved in one process: 8.63 -> 8.25
+      and 9.47 -> 9.07 ms, mobilenet_v1 10.64 -> 10.35 ms, outputs equal.
+
+    One loop per output row instead ran mostly in LLVM's scalar remainder (rows of 7..56
+    outputs against a 16-lane vector loop unrolled 4x), and a flat stride-2 loop over the plain
+    padded plane (loads ``pad[2q + ...]``) was 2x slower than the parity planes. ``acc`` is
+    activated in place (:func:`.fused.activate_row`) and its rows copied to the output.
+    """
+    n_img, c_in, h, wd = x.shape
+    oc_n = w.shape[0]
+    oh_n, ow_n = out.shape[2], out.shape[3]
+    hp = (oh_n - 1) * s + 3  # the padded plane that the taps read
+    wp = (ow_n - 1) * s + 3
+    pitch = wp if s == 1 else ow_n + 1
+    rows = hp if s == 1 else oh_n + 1
+    size = rows * pitch  # one plane (s == 1) or each of the four parity planes (s == 2)
+    planes = 1 if s == 1 else 4
+    length = (oh_n - 1) * pitch + ow_n
+    wide = 2 * pitch if s == 2 else 0  # stride 2: one padded input row (>= wp columns)
+    jobs = n_img * oc_n
+    for part in prange(parts):
+        buf = scratch[part, :planes * size]
+        acc = scratch[part, planes * size:planes * size + length]
+        padded = scratch[part, planes * size + length:planes * size + length + wide]
+        buf[:] = 0
+        padded[:] = 0
+        for t in range(part * jobs // parts, (part + 1) * jobs // parts):
+            n = t // oc_n
+            oc = t % oc_n
+            src = x[n, oc // mult]
+            # copy the input rows and columns that fall inside the padded plane
+            for ih in range(max(0, -pt), min(h, hp - pt)):
+                r = ih + pt
+                line = src[ih]
+                count = min(wd, wp - pl)
+                if s == 1:
+                    row = buf[r * pitch + pl:r * pitch + pl + count]
+                    for k in range(count):
+                        row[k] = line[k]
+                else:
+                    # the zero-padded row (its padding columns are never written, so they stay
+                    # zero), then its even and odd columns c into column c // 2 of parity
+                    # planes (r % 2, 0) and (r % 2, 1): one loop reading both members of each
+                    # pair, which LLVM vectorises as a de-interleave
+                    inner = padded[pl:pl + count]
+                    for k in range(count):
+                        inner[k] = line[k]
+                    even = buf[(r % 2) * 2 * size + (r // 2) * pitch:]
+                    odd = buf[((r % 2) * 2 + 1) * size + (r // 2) * pitch:]
+                    for m in range(pitch):
+                        even[m] = padded[2 * m]
+                        odd[m] = padded[2 * m + 1]
+            b = bias[oc]
+            k3 = w[oc, 0]
+            if s == 1:
+                _taps3x3(acc, buf[0:], buf[pitch:], buf[2 * pitch:], 1, b, k3)
+            else:
+                _taps3x3_s2(acc, buf[0:], buf[size:], buf[2 * size:], buf[3 * size:], pitch, b, k3)
+            activate_row(acc, act, alpha, lo, hi)
+            plane = out[n, oc]
+            for oh in range(oh_n):
+                dst = plane[oh]
+                line = acc[oh * pitch:oh * pitch + ow_n]
+                for k in range(ow_n):
+                    dst[k] = line[k]
+
+
+conv_depthwise3x3 = njit(**PJIT)(_depthwise3x3)
+# the same loops, one thread, no launch (its own name: see _common.renamed)
+conv_depthwise3x3_serial = njit(**JIT)(renamed(_depthwise3x3, "_serial"))
+
+
+@njit(inline="always", **JIT)
+def _taps3x3_same(dst, r0, r1, r2, keep_left, keep_right, b, k):
+    """``dst[q] = b + the nine taps`` at flat position ``q`` of the rows r0, r1, r2 (the buffer
+    from padded row 0, 1, 2 on, one guard element first), grouped by kernel column; the left and
+    right columns' sums are selected away where ``keep_left[q]`` / ``keep_right[q]`` is 0."""
+    w00, w01, w02 = k[0, 0], k[0, 1], k[0, 2]
+    w10, w11, w12 = k[1, 0], k[1, 1], k[1, 2]
+    w20, w21, w22 = k[2, 0], k[2, 1], k[2, 2]
+    zero = np.float32(0)
+    for q in range(dst.shape[0]):
+        left = w00 * r0[q] + w10 * r1[q] + w20 * r2[q]
+        mid = w01 * r0[q + 1] + w11 * r1[q + 1] + w21 * r2[q + 1]
+        right = w02 * r0[q + 2] + w12 * r1[q + 2] + w22 * r2[q + 2]
+        dst[q] = ((b + mid) + (left if keep_left[q] else zero)) + (right if keep_right[q] else zero)
+
+
+def _depthwise3x3_same(x, w, bias, out, s, pt, mult, act, alpha, lo, hi, keep_left, keep_right,
+                       scratch, parts):
+    """3x3 depthwise at the input's row pitch (see the module docstring), bias and activation
+    fused; stride 2 computes the stride-1 rows ``0 .. 2*(OH-1)`` into scratch and samples every
+    other row and column of them. ``parts`` workers (``prange``) each over a contiguous run of
+    the (n, oc) planes, each with a buffer ``[guard, pt zero rows, the plane, the zero rows
+    below, guard]`` of row pitch ``W`` at the start of its scratch row (the zeros written once
+    per call; every plane overwrites only its rows), then (stride 2) the stride-1 rows."""
+    n_img, c_in, h, wd = x.shape
+    oc_n = w.shape[0]
+    oh_n, ow_n = out.shape[2], out.shape[3]
+    size = h * wd
+    start = 1 + pt * wd  # where the plane begins in the buffer
+    length = keep_left.shape[0]  # outputs of the stride-1 loop: OH rows, or 2*OH - 1 (s == 2)
+    span = scratch.shape[1] - (length if s == 2 else 0)  # the buffer
+    jobs = n_img * oc_n
+    for part in prange(parts):
+        buf = scratch[part, :span]
+        rows = scratch[part, span:]  # s == 2: the stride-1 rows
+        buf[:start] = 0
+        buf[start + size:] = 0
+        plane = buf[start:start + size]
+        for t in range(part * jobs // parts, (part + 1) * jobs // parts):
+            n = t // oc_n
+            oc = t % oc_n
+            src = x[n, oc // mult].reshape(size)
+            for i in range(size):
+                plane[i] = src[i]
+            dst = out[n, oc].reshape(oh_n * ow_n)
+            _taps3x3_same(dst if s == 1 else rows, buf[0:], buf[wd:], buf[2 * wd:], keep_left,
+                          keep_right, bias[oc], w[oc, 0])
+            if s == 2:
+                for oh in range(oh_n):
+                    line = rows[2 * oh * wd:]
+                    row = dst[oh * ow_n:(oh + 1) * ow_n]
+                    for ow in range(ow_n):
+                        row[ow] = line[2 * ow]
+            activate_row(dst, act, alpha, lo, hi)
+
+
+conv_depthwise3x3_same = njit(**PJIT)(_depthwise3x3_same)
+# the same loops, one thread, no launch (its own name: see _common.renamed)
+conv_depthwise3x3_same_serial = njit(**JIT)(renamed(_depthwise3x3_same, "_serial"))
+
+
+class Depthwise3x3Conv(ConvBase):
+    """3x3 depthwise with the bias and the activation applied in the same pass (the residual,
+    when FusedConv has one, still goes through the epilogue pass, which then also activates).
+    Small layers run the serial copy of the loops (one part): a parallel launch costs more than
+    they do."""
+
+    def prepare(self, spec: NodeSpec) -> None:
+        import numba
+
+        super().prepare(spec)
+        ep = self.epilogue
+        self.act = ep.act if ep.z_input is None else NONE
+        ep.active = ep.z_input is not None
+        kh, kw, sh, sw, *_ = self.params
+        n, oc, oh, ow = (int(d) for d in spec.outputs[0].shape)
+        from refmnn.backends.numba.backend import threading_layer
+
+        wq = threading_layer() == "workqueue"
+        self.parallel = n * oc * oh * ow >= (DEPTHWISE_PARALLEL_MIN_WORKQUEUE if wq else
+                                             DEPTHWISE_PARALLEL_MIN)
+        self.parts = numba.config.NUMBA_NUM_THREADS if self.parallel else 1
+        if sh == 1:  # the padded plane and acc (see _depthwise3x3)
+            pitch, planes = (ow - 1) + 3, ((oh - 1) + 3) * ((ow - 1) + 3)
+        else:
+            pitch, planes = ow + 1, 4 * (oh + 1) * (ow + 1)
+        self.per = planes + (oh - 1) * pitch + ow + (2 * pitch if sh == 2 else 0)
+        self.workspace_bytes = self.parts * self.per * 4
+
+    def arguments(self, inputs, out, scratch) -> tuple:  # type: ignore[no-untyped-def]
+        """The loops' arguments (see :func:`_depthwise3x3`)."""
+        _, _, s, _, _, _, pt, pl, _, _, g = self.params
+        ep = self.epilogue
+        return (inputs[0], inputs[1], self.bias(inputs), out, s, pt, pl, inputs[1].shape[0] // g,
+                self.act, ep.alpha, ep.lo, ep.hi, scratch, self.parts)
+
+    loops = (conv_depthwise3x3, conv_depthwise3x3_serial)  # (parallel, serial) builds
+
+    def run(self, inputs, outputs, workspace):
+        scratch = workspace.handle[:self.workspace_bytes].view(np.float32).reshape(
+            self.parts, self.per)
+        args = self.arguments(inputs, outputs[0], scratch)
+        parallel, serial = self.loops
+        if self.parallel:
+            with PARALLEL_LOCK:
+                parallel(*args)
+        else:
+            serial(*args)
+        self.epilogue(inputs, outputs[0])
+
+
+class Depthwise3x3SameConv(Depthwise3x3Conv):
+    """depthwise3x3_same: Depthwise3x3Conv's activation, epilogue, threading and ``run``; its
+    own buffer, masks, loops and their arguments."""
+
+    def prepare(self, spec: NodeSpec) -> None:
+        super().prepare(spec)
+        _, _, h, wd = (int(d) for d in spec.inputs[0].shape)
+        oh = int(spec.outputs[0].shape[2])
+        _, _, s, _, _, _, pt, _, pb, _, _ = self.params
+        length = oh * wd if s == 1 else (2 * oh - 1) * wd  # the stride-1 loop's outputs
+        self.per = 2 + (pt + h + pb) * wd + (length if s == 2 else 0)
+        self.workspace_bytes = self.parts * self.per * 4
+        column = np.arange(length) % wd
+        buf = self.backend.allocate(2 * length, Storage.STATIC)
+        masks = buf.handle[:2 * length].view(np.uint8).reshape(2, length)
+        masks[0] = column != 0
+        masks[1] = column != wd - 1
+        self.keep_left, self.keep_right = masks[0], masks[1]
+
+    def arguments(self, inputs, out, scratch) -> tuple:  # type: ignore[no-untyped-def]
+        """The loops' arguments (see :func:`_depthwise3x3_same`)."""
+        _, _, s, _, _, _, pt, _, _, _, g = self.params
+        ep = self.epilogue
+        return (inputs[0], inputs[1], self.bias(inputs), out, s, pt, inputs[1].shape[0] // g,
+                self.act, ep.alpha, ep.lo, ep.hi, self.keep_left, self.keep_right, scratch,
+                self.parts)
+
+    loops = (conv_depthwise3x3_same, conv_depthwise3x3_same_serial)
+
+
+def depthwise3x3_cost(spec: NodeSpec) -> float:
+    n, c, h, w = (int(d) for d in spec.inputs[0].shape)
+    oh = int(spec.outputs[0].shape[2])
+    # per plane: a copy loop per input row, the taps and activation, a copy loop per output row
+    # (stride 2's second loop per input row, a de-interleave of half its length, is not counted:
+    # with it the formula overestimated the stride-2 layers 1.3-1.6x)
+    loops = n * c * (h + 2 + oh)
+    return 2 * macs(spec) + 4.0 * n * c * h * w + LOOP * loops + 2000.0
+
+
+def depthwise3x3_same_cost(spec: NodeSpec) -> float:
+    n, c, h, w = (int(d) for d in spec.inputs[0].shape)
+    oh = int(spec.outputs[0].shape[2])
+    s = conv_params(spec)[2]
+    computed = n * c * (oh if s == 1 else 2 * oh - 1) * w  # stride-1 outputs
+    # per plane: the copy, taps and activation loops (stride 2: a sampling loop per output row)
+    loops = n * c * (3 + (oh if s == 2 else 0))
+    return 2 * 9 * computed + 4.0 * n * c * h * w + LOOP * loops + 2000.0
