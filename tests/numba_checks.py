@@ -30,9 +30,9 @@ def rel_l2(a: np.ndarray, b: np.ndarray) -> float:
 
 # Schemes whose float32 rounding is known to be larger than the rest: their forced runs are held to
 # ``tol`` times this factor. Winograd F(4x4, 3x3)'s transforms (entries up to 8 and 1/24) give
-# about 4x F(2,3)'s error (kernels/conv.py's docstring); relative to the conv output it stays near
-# 1e-6, but after an activation that clips most outputs (FusedConv clip [0, 0.5] + residual) the
-# relative L2 of what is left reached 1.2e-5.
+# about 4x F(2,3)'s error (kernels/conv_winograd.py's docstring); relative to the conv output it
+# stays near 1e-6, but after an activation that clips most outputs (FusedConv clip [0, 0.5] +
+# residual) the relative L2 of what is left reached 1.2e-5.
 SCHEME_TOL = {"winograd_f43": 5.0}
 
 
