@@ -83,8 +83,10 @@ from refmnn.backends.numba.kernels.conv_base import (LOOP, ConvBase, conv_params
                                                      is_depthwise_3x3, macs)
 from refmnn.backends.numba.kernels.fused import NONE, activate_row
 
-DEPTHWISE_PARALLEL_MIN = 1 << 12  # outputs from which depthwise3x3 runs its parallel loops,
-DEPTHWISE_PARALLEL_MIN_WORKQUEUE = 1 << 18  # on OpenMP / on workqueue (its launches cost more)
+# outputs from which both schemes run their parallel loops, on OpenMP / on workqueue (whose
+# launches cost more)
+DEPTHWISE_PARALLEL_MIN = 1 << 12
+DEPTHWISE_PARALLEL_MIN_WORKQUEUE = 1 << 18
 
 
 def is_depthwise_3x3_same(spec: NodeSpec) -> bool:
