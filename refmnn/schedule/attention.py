@@ -13,7 +13,6 @@ from refmnn.schedule.rewrite import (PassContext, _absorb_add, _has, _pos, _scal
                                      _sole_reader, _walk, _with, _with_nodes)
 
 
-
 def _scaling(graph: Graph, ctx: PassContext, node: Node) -> tuple[str, float] | None:
     """(x, f) when ``node`` is Mul(x, c), Mul(c, x) or Div(x, c) with c a scalar constant of
     x's float dtype (f = c, or 1 / c for Div), whose output keeps x's shape; else None."""
@@ -133,6 +132,11 @@ def _transpose_perm(node: Node, rank: int) -> tuple[int, ...]:
     return tuple(int(p) for p in perm) if perm is not None else tuple(range(rank))[::-1]
 
 
+def _then(first: tuple[int, ...], then: tuple[int, ...]) -> tuple[int, ...]:
+    """The one perm of Transpose(first) followed by Transpose(then)."""
+    return tuple(first[i] for i in then)
+
+
 def absorb_attention_transposes(graph: Graph, ctx: PassContext) -> Graph:
     """Absorb the Transposes around ``refmnn::FusedAttention`` into its ``perm_*`` attributes::
 
@@ -166,9 +170,8 @@ def absorb_attention_transposes(graph: Graph, ctx: PassContext) -> Graph:
             if not shape or pre.op != "Transpose" or pre.domain or not _has(nodes, pre) or \
                     _sole_reader(readers, uses, inputs[index]) is not attention:
                 continue
-            first = _transpose_perm(pre, len(shape))
-            then = tuple(attrs.get(key) or range(len(shape)))
-            perm = tuple(first[i] for i in then)
+            perm = _then(_transpose_perm(pre, len(shape)),
+                         tuple(attrs.get(key) or range(len(shape))))
             if perm[-1] != len(shape) - 1:
                 continue
             inputs[index], attrs[key] = pre.inputs[0], perm
@@ -177,9 +180,8 @@ def absorb_attention_transposes(graph: Graph, ctx: PassContext) -> Graph:
         post = _sole_reader(readers, uses, outputs[0])
         shape = _shape(ctx, outputs[0])
         if post is not None and shape and post.op == "Transpose" and not post.domain:
-            then = _transpose_perm(post, len(shape))
-            first = tuple(attrs.get("perm_y") or range(len(shape)))
-            perm = tuple(first[i] for i in then)
+            perm = _then(tuple(attrs.get("perm_y") or range(len(shape))),
+                         _transpose_perm(post, len(shape)))
             if perm[-1] == len(shape) - 1:
                 attrs["perm_y"], outputs = perm, post.outputs
                 dropped.append(post)

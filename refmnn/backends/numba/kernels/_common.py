@@ -111,13 +111,26 @@ def numel(spec_type) -> int:  # type: ignore[no-untyped-def]
     return int(np.prod(spec_type.shape, dtype=np.int64)) if spec_type.shape else 1
 
 
+def item_offsets(shape: Sequence[int], strides: Sequence[int], batch: Sequence[int]
+                 ) -> np.ndarray:
+    """For an operand of ``shape`` ([..., rows, cols]) with element ``strides`` whose leading
+    axes broadcast to ``batch`` (MatMul's rule): the element offset of the [rows, cols] matrix
+    that each batch item reads, int64 [prod(batch)] in C order."""
+    offsets = np.zeros(int(np.prod(batch, dtype=np.int64)), np.int64)
+    index = np.unravel_index(np.arange(offsets.size), tuple(batch)) if len(batch) else ()
+    lead = len(batch) - (len(shape) - 2)
+    for axis in range(len(batch)):
+        own = axis - lead
+        if own >= 0 and shape[own] != 1:
+            offsets += index[axis] * strides[own]
+    return offsets
+
+
 def batch_items(shape: Sequence[int], batch: Sequence[int]) -> np.ndarray:
-    """For an operand of ``shape`` ([..., rows, cols]) whose leading axes broadcast to ``batch``
-    (MatMul's rule): the index of its [rows, cols] matrix that each batch item reads, int64
-    [prod(batch)] in C order."""
+    """:func:`item_offsets` counted in whole matrices: the index of the [rows, cols] matrix of
+    a C-contiguous operand of ``shape`` that each batch item reads."""
     lead = tuple(int(d) for d in shape[:-2])
-    index = np.arange(int(np.prod(lead, dtype=np.int64)), dtype=np.int64).reshape(lead)
-    return np.ascontiguousarray(np.broadcast_to(index, tuple(batch))).reshape(-1)
+    return item_offsets(tuple(shape), (*contiguous_strides(lead), 0, 0), batch)
 
 
 def flat(a: np.ndarray) -> np.ndarray:

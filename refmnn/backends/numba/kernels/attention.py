@@ -47,7 +47,8 @@ from numba import njit, prange
 
 from refmnn.backends.base import Kernel, KernelDef, NodeSpec, Scheme
 from refmnn.backends.numba.kernels import sgemm
-from refmnn.backends.numba.kernels._common import F32, JIT, PARALLEL_LOCK, PJIT, renamed
+from refmnn.backends.numba.kernels._common import (F32, JIT, PARALLEL_LOCK, PJIT, item_offsets,
+                                                  renamed)
 from refmnn.backends.numba.kernels.activation import (exp_shifted, normalise_rows_serial,
                                                       row_maxes_serial)
 from refmnn.ops.fused import DOMAIN as FUSED_DOMAIN
@@ -191,20 +192,6 @@ def _layout(shape: tuple[int, ...], perm: Sequence[int]
     return tuple(shape[p] for p in perm), tuple(strides[p] for p in perm)
 
 
-def _item_offsets(shape: tuple[int, ...], strides: tuple[int, ...], batch: tuple[int, ...]
-                  ) -> np.ndarray:
-    """Element offset of each batch item's matrix (items in C order over ``batch``) in an
-    operand of ``shape`` and ``strides`` whose batch axes broadcast to ``batch``."""
-    offsets = np.zeros(int(np.prod(batch, dtype=np.int64)), np.int64)
-    index = np.unravel_index(np.arange(offsets.size), batch) if batch else ()
-    lead = len(batch) - (len(shape) - 2)
-    for axis in range(len(batch)):
-        own = axis - lead
-        if own >= 0 and shape[own] != 1:
-            offsets += index[axis] * strides[own]
-    return offsets
-
-
 class FusedAttention(Kernel):
     def __init__(self, use_blas: bool) -> None:
         self.use_blas = use_blas
@@ -219,7 +206,7 @@ class FusedAttention(Kernel):
         q, kt, v, y = _operands(spec)
         batch = y[0][:-2]
         self.sq, self.d, self.sk, self.dv = q[0][-2], q[0][-1], kt[0][-1], v[0][-1]
-        self.offsets = [_item_offsets(*x, batch) for x in (q, kt, v, y)]
+        self.offsets = [item_offsets(*x, batch) for x in (q, kt, v, y)]
         self.strides = np.array([x[1][a] for x in (q, kt, v, y) for a in (-2, -1)], np.int64)
         items = int(np.prod(batch, dtype=np.int64))
         mask = spec.inputs[3] if len(spec.inputs) > 3 else None
@@ -227,7 +214,7 @@ class FusedAttention(Kernel):
         if self.has_mask:  # read as it is, broadcast axes at stride 0
             dims = (1,) * (2 - mask.rank) + tuple(int(d) for d in mask.shape)
             shape, strides = _layout(dims, ())
-            self.offsets.append(_item_offsets(shape, strides, batch))
+            self.offsets.append(item_offsets(shape, strides, batch))
             self.mr, self.mc = (0 if shape[a] == 1 else strides[a] for a in (-2, -1))
         else:
             self.offsets.append(np.zeros(max(items, 1), np.int64))

@@ -298,8 +298,6 @@ class GemmConv(ConvBase):
         out = tuple(int(d) for d in spec.outputs[0].shape)
         self.in_panel = self.epilogue.active and (
             z is None or tuple(int(d) for d in z.shape) == out)
-        self._none1 = np.zeros(1, np.float32)
-        self._none2 = np.zeros((1, 1), np.float32)
 
     def product(self, inputs, a, b, n, group, o) -> None:  # type: ignore[no-untyped-def]
         """``o = a @ b``, the output channels of image ``n``'s ``group`` as ``[OC/g, P]``, with
@@ -308,17 +306,15 @@ class GemmConv(ConvBase):
             self.backend.gemm(a, b, o)
             return
         ep = self.epilogue
-        has_b, has_z = ep.bias_input is not None, ep.z_input is not None
         rows = slice(group * o.shape[0], (group + 1) * o.shape[0])
-        bias = inputs[2][rows] if has_b else self._none1
-        z = inputs[3][n][rows].reshape(o.shape) if has_z else self._none2
+        args = ep.panel_args(inputs[2][rows] if ep.bias_input is not None else None,
+                             inputs[3][n][rows].reshape(o.shape) if ep.z_input is not None
+                             else None, False)
 
         def finish(panel, i0, i1, j0, j1):  # type: ignore[no-untyped-def]
-            epilogue_rows(o, bias, z, has_b, has_z, False, ep.act, ep.alpha, ep.lo, ep.hi,
-                          i0, i1, j0, j1)
+            epilogue_rows(o, *args, i0, i1, j0, j1)
 
-        self.backend.gemm(a, b, o, finish,
-                          (bias, z, has_b, has_z, False, ep.act, ep.alpha, ep.lo, ep.hi))
+        self.backend.gemm(a, b, o, finish, args)
 
 
 class Im2colConv(GemmConv):

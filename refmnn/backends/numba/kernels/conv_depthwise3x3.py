@@ -290,7 +290,6 @@ class Depthwise3x3Conv(ConvBase):
         ep = self.epilogue
         self.act = ep.act if ep.z_input is None else NONE
         ep.active = ep.z_input is not None
-        kh, kw, sh, sw, *_ = self.params
         n, oc, oh, ow = (int(d) for d in spec.outputs[0].shape)
         from refmnn.backends.numba.backend import threading_layer
 
@@ -298,12 +297,19 @@ class Depthwise3x3Conv(ConvBase):
         self.parallel = n * oc * oh * ow >= (DEPTHWISE_PARALLEL_MIN_WORKQUEUE if wq else
                                              DEPTHWISE_PARALLEL_MIN)
         self.parts = numba.config.NUMBA_NUM_THREADS if self.parallel else 1
-        if sh == 1:  # the padded plane and acc (see _depthwise3x3)
+        self.per = self.scratch_per_part(spec)
+        self.workspace_bytes = self.parts * self.per * 4
+
+    def scratch_per_part(self, spec: NodeSpec) -> int:
+        """float32 elements of one part's scratch: the padded plane (stride 2: the four parity
+        planes), acc and (stride 2) the padded input row (see :func:`_depthwise3x3`)."""
+        s = self.params[2]
+        oh, ow = (int(d) for d in spec.outputs[0].shape[2:])
+        if s == 1:
             pitch, planes = (ow - 1) + 3, ((oh - 1) + 3) * ((ow - 1) + 3)
         else:
             pitch, planes = ow + 1, 4 * (oh + 1) * (ow + 1)
-        self.per = planes + (oh - 1) * pitch + ow + (2 * pitch if sh == 2 else 0)
-        self.workspace_bytes = self.parts * self.per * 4
+        return planes + (oh - 1) * pitch + ow + (2 * pitch if s == 2 else 0)
 
     def arguments(self, inputs, out, scratch) -> tuple:  # type: ignore[no-untyped-def]
         """The loops' arguments (see :func:`_depthwise3x3`)."""
@@ -331,14 +337,22 @@ class Depthwise3x3SameConv(Depthwise3x3Conv):
     """depthwise3x3_same: Depthwise3x3Conv's activation, epilogue, threading and ``run``; its
     own buffer, masks, loops and their arguments."""
 
+    def _stride1_outputs(self, spec: NodeSpec) -> int:
+        """Outputs of the stride-1 loop: OH rows of W, or 2*OH - 1 of them at stride 2."""
+        oh, wd = int(spec.outputs[0].shape[2]), int(spec.inputs[0].shape[3])
+        return oh * wd if self.params[2] == 1 else (2 * oh - 1) * wd
+
+    def scratch_per_part(self, spec: NodeSpec) -> int:
+        """The buffer ``[guard, pt zero rows, the plane, pb zero rows, guard]`` of row pitch
+        ``W``, then (stride 2) the stride-1 rows (see :func:`_depthwise3x3_same`)."""
+        _, _, h, wd = (int(d) for d in spec.inputs[0].shape)
+        _, _, s, _, _, _, pt, _, pb, _, _ = self.params
+        return 2 + (pt + h + pb) * wd + (self._stride1_outputs(spec) if s == 2 else 0)
+
     def prepare(self, spec: NodeSpec) -> None:
         super().prepare(spec)
-        _, _, h, wd = (int(d) for d in spec.inputs[0].shape)
-        oh = int(spec.outputs[0].shape[2])
-        _, _, s, _, _, _, pt, _, pb, _, _ = self.params
-        length = oh * wd if s == 1 else (2 * oh - 1) * wd  # the stride-1 loop's outputs
-        self.per = 2 + (pt + h + pb) * wd + (length if s == 2 else 0)
-        self.workspace_bytes = self.parts * self.per * 4
+        wd = int(spec.inputs[0].shape[3])
+        length = self._stride1_outputs(spec)
         column = np.arange(length) % wd
         buf = self.backend.allocate(2 * length, Storage.STATIC)
         masks = buf.handle[:2 * length].view(np.uint8).reshape(2, length)

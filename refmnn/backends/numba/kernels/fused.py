@@ -217,7 +217,15 @@ class Epilogue:
                 self.sz = np.zeros(RANK, np.int64)
         self.active = self.act != NONE or self.bias_input is not None or self.z_input is not None
         self._dummy = np.zeros(1, np.float32)
+        self._dummy2 = np.zeros((1, 1), np.float32)
         self.bias_array: np.ndarray | None = None  # replaces inputs[bias_input] when set
+
+    def panel_args(self, bias: np.ndarray | None, z: np.ndarray | None, b_cols: bool) -> tuple:
+        """``(bias, z, has_b, has_z, b_cols, act, alpha, lo, hi)``: :func:`epilogue_rows`'s
+        operands for this epilogue on a GEMM's panels, ``bias`` and ``z`` the caller's views of
+        its bias and residual (None when absent: a placeholder the loops never read)."""
+        return (self._dummy if bias is None else bias, self._dummy2 if z is None else z,
+                bias is not None, z is not None, b_cols, self.act, self.alpha, self.lo, self.hi)
 
     def __call__(self, inputs, out: np.ndarray) -> None:  # type: ignore[no-untyped-def]
         if not self.active:

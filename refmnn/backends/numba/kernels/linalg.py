@@ -96,8 +96,6 @@ class MatMulBlas(Kernel):
                                                and all(int(d) == 1 for d in bias.shape[:-1])))
                          and (z is None or tuple(int(d) for d in z.shape) == out))
         self.rows = (-1, *out[-2:])
-        self._none1 = np.zeros(1, np.float32)
-        self._none2 = np.zeros((1, 1), np.float32)
 
     def run(self, inputs, outputs, workspace):
         out, ep = outputs[0], self.epilogue
@@ -105,18 +103,17 @@ class MatMulBlas(Kernel):
             self.backend.gemm(inputs[0], inputs[1], out)
             ep(inputs, out)
             return
-        has_b, has_z = ep.bias_input is not None, ep.z_input is not None
-        bias = inputs[2].reshape(-1) if has_b else self._none1
-        z = inputs[3] if has_z else self._none2
+        args = ep.panel_args(inputs[2].reshape(-1) if ep.bias_input is not None else None,
+                             inputs[3] if ep.z_input is not None else None, True)
+        bias, z, has_b, has_z = args[:4]
         items, zs = out.reshape(self.rows), z.reshape(self.rows) if has_z else None
 
         def finish(panel, i0, i1, j0, j1):  # type: ignore[no-untyped-def]
             for item in range(items.shape[0]):  # every batch item of the panel
-                epilogue_rows(items[item], bias, zs[item] if has_z else z, has_b, has_z, True,
-                              ep.act, ep.alpha, ep.lo, ep.hi, i0, i1, j0, j1)
+                epilogue_rows(items[item], bias, zs[item] if has_z else z, *args[2:],
+                              i0, i1, j0, j1)
 
-        self.backend.gemm(inputs[0], inputs[1], out, finish,
-                          (bias, z, has_b, has_z, True, ep.act, ep.alpha, ep.lo, ep.hi))
+        self.backend.gemm(inputs[0], inputs[1], out, finish, args)
 
 
 class MatMulBlocked(Kernel):
