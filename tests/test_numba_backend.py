@@ -449,9 +449,23 @@ def test_cache_folder_is_keyed_by_every_kernel_source(tmp_path):
 # GEMM inside one parallel loop (the OpenMP layer's path) and the threading layers
 
 
+def test_column_panels_rule():
+    """Panels split the larger of m and n, except that an output-bound product (k <= m) with at
+    least 64 rows per panel splits its rows (see :func:`_blas.column_panels`)."""
+    from refmnn.backends.numba._blas import column_panels
+
+    assert column_panels(32, 784, 144, 2)       # few rows per panel: columns
+    assert column_panels(128, 1536, 384, 2)     # k > m: columns (BERT's FFN)
+    assert not column_panels(192, 784, 32, 2)   # k <= m, 96 rows each: rows (MobileNetV2)
+    assert not column_panels(197, 576, 192, 2)  # ViT-Tiny's qkv
+    assert not column_panels(576, 196, 96, 2)   # n < m: rows
+    assert column_panels(192, 784, 32, 4)       # 48 rows per panel at 4 threads: columns
+
+
 @pytest.mark.parametrize(("ta", "tb", "batch", "shape"), [
     (False, False, 0, (37, 29, 53)), (True, False, 0, (64, 17, 9)), (False, True, 0, (5, 31, 70)),
     (True, True, 0, (33, 8, 41)), (False, False, 3, (11, 13, 40)), (False, False, 1, (50, 7, 3)),
+    (False, False, 0, (130, 20, 150)), (True, True, 0, (131, 9, 140)),  # row panels, n >= m
 ])
 @pytest.mark.parametrize("epilogue", [None, "rows", "cols"])
 def test_gemm_in_region(ta, tb, batch, shape, epilogue, monkeypatch):
