@@ -7,6 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import refmnn
+
 pytest.importorskip("numba", reason="the numba backend needs numba: pip install 'refmnn[numba]'")
 
 from onnx import helper, numpy_helper  # noqa: E402
@@ -69,6 +71,53 @@ def test_fused_depthwise3x3(act, params, residual, stride, pads, scheme):
     model = make_model([node], decl, [("Y", F, None)], initializers=[w, b], extra_opsets=[("refmnn", 1)])
     feeds = {"X": rand(*x_shape), **({"Z": rand(2, 6, oh, ow)} if residual else {})}
     check_node(model, feeds, must_run=(scheme,))
+
+
+@pytest.mark.parametrize(("act", "params"), FUSED_ACTS[:3] + FUSED_ACTS[6:7])
+@pytest.mark.parametrize("residual", [False, True])
+@pytest.mark.parametrize(("c_in", "stride", "pads", "x_hw"), [
+    (3, 2, [1, 1, 1, 1], (11, 12)),     # MobileNet's first layer, odd and even sides
+    (3, 2, [0, 0, 0, 0], (13, 10)),     # SqueezeNet's: no padding
+    (1, 1, [1, 2, 0, 1], (9, 8)),       # grey, stride 1, uneven padding
+    (4, 1, [2, 0, 3, 1], (7, 10)),      # padding wider than the kernel's reach below
+    (2, 2, [0, 1, 2, 0], (8, 9)),
+])
+def test_fused_direct3x3_few(act, params, residual, c_in, stride, pads, x_hw):
+    """direct3x3_few (3x3, at most four input channels): bias and activation in its loops, a
+    residual (then the activation) in the epilogue pass; N = 2 (the padded planes are reused by
+    the second image), odd sizes, uneven padding, stride 1 and 2."""
+    h, wd = x_hw
+    w = numpy_helper.from_array(rand(5, c_in, 3, 3), "W")
+    b = numpy_helper.from_array(rand(5), "B")
+    x_shape = (2, c_in, h, wd)
+    oh = (h + pads[0] + pads[2] - 3) // stride + 1
+    ow = (wd + pads[1] + pads[3] - 3) // stride + 1
+    inputs = ["X", "W", "B"] + (["Z"] if residual else [])
+    node = helper.make_node("FusedConv", inputs, ["Y"], name="n0", domain="refmnn", pads=pads,
+                            strides=[stride, stride], activation=act, **params)
+    decl = [("X", F, x_shape)] + ([("Z", F, (2, 5, oh, ow))] if residual else [])
+    model = make_model([node], decl, [("Y", F, None)], initializers=[w, b],
+                       extra_opsets=[("refmnn", 1)])
+    feeds = {"X": rand(*x_shape), **({"Z": rand(2, 5, oh, ow)} if residual else {})}
+    check_node(model, feeds, must_run=("direct3x3_few",))
+
+
+def test_direct3x3_few_applies_to_few_channels_only():
+    """Five input channels, a group, a 5x5 kernel, dilation or stride 3 rule the scheme out."""
+    from refmnn.backends.numba.kernels.conv_direct3x3 import is_direct3x3_few
+
+    def spec(c, k=3, **attrs):
+        model = conv_model((1, c, 9, 9), (4, c // attrs.get("group", 1), k, k), **attrs)
+        session = refmnn.Session(model, backends=("numba",), check=False)
+        session.run({"X": rand(1, c, 9, 9)})
+        return session.plan.specs["n0"]
+
+    assert is_direct3x3_few(spec(3, strides=[2, 2], pads=[1, 1, 1, 1]))
+    assert not is_direct3x3_few(spec(5))
+    assert not is_direct3x3_few(spec(4, group=2))
+    assert not is_direct3x3_few(spec(3, k=5))
+    assert not is_direct3x3_few(spec(3, dilations=[2, 2]))
+    assert not is_direct3x3_few(spec(3, strides=[3, 3]))
 
 
 @pytest.mark.parametrize(("stride", "scheme"), [(2, "depthwise3x3"), (1, "depthwise3x3_same"),

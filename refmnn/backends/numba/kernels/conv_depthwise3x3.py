@@ -126,6 +126,38 @@ def _taps3x3_s2(acc, ee, eo, oe, oo, pitch, b, k):
                   + (k[2, 0] * e2[q] + k[2, 1] * o2[q] + k[2, 2] * e2[q + 1]))
 
 
+@njit(inline="always", **JIT)
+def fill_padded(src, buf, padded, s, pt, pl, hp, wp, pitch, size):
+    """Copy the plane ``src [H, W]`` into the zero-padded plane that the 3x3 taps read (padding
+    ``pt`` rows above, ``pl`` columns left; ``hp x wp`` padded): at stride 1 one plane of row
+    pitch ``pitch`` in ``buf``, at stride 2 its four row/column parity planes of ``size``
+    elements each (pitch ``pitch``), through the zero-padded row ``padded`` (``2 * pitch``
+    long). Only the interior is written: ``buf`` and ``padded`` must be zero-filled once."""
+    h, wd = src.shape
+    # the input rows and columns that fall inside the padded plane
+    for ih in range(max(0, -pt), min(h, hp - pt)):
+        r = ih + pt
+        line = src[ih]
+        count = min(wd, wp - pl)
+        if s == 1:
+            row = buf[r * pitch + pl:r * pitch + pl + count]
+            for k in range(count):
+                row[k] = line[k]
+        else:
+            # the zero-padded row (its padding columns are never written, so they stay zero),
+            # then its even and odd columns c into column c // 2 of parity planes (r % 2, 0)
+            # and (r % 2, 1): one loop reading both members of each pair, which LLVM
+            # vectorises as a de-interleave
+            inner = padded[pl:pl + count]
+            for k in range(count):
+                inner[k] = line[k]
+            even = buf[(r % 2) * 2 * size + (r // 2) * pitch:]
+            odd = buf[((r % 2) * 2 + 1) * size + (r // 2) * pitch:]
+            for m in range(pitch):
+                even[m] = padded[2 * m]
+                odd[m] = padded[2 * m + 1]
+
+
 def _depthwise3x3(x, w, bias, out, s, pt, pl, mult, act, alpha, lo, hi, scratch, parts):
     """3x3 depthwise conv, stride ``s`` (1 or 2) on both axes, any padding, bias and activation
     fused; the input is read once and the output written once.
@@ -173,29 +205,7 @@ def _depthwise3x3(x, w, bias, out, s, pt, pl, mult, act, alpha, lo, hi, scratch,
         for t in range(part * jobs // parts, (part + 1) * jobs // parts):
             n = t // oc_n
             oc = t % oc_n
-            src = x[n, oc // mult]
-            # copy the input rows and columns that fall inside the padded plane
-            for ih in range(max(0, -pt), min(h, hp - pt)):
-                r = ih + pt
-                line = src[ih]
-                count = min(wd, wp - pl)
-                if s == 1:
-                    row = buf[r * pitch + pl:r * pitch + pl + count]
-                    for k in range(count):
-                        row[k] = line[k]
-                else:
-                    # the zero-padded row (its padding columns are never written, so they stay
-                    # zero), then its even and odd columns c into column c // 2 of parity
-                    # planes (r % 2, 0) and (r % 2, 1): one loop reading both members of each
-                    # pair, which LLVM vectorises as a de-interleave
-                    inner = padded[pl:pl + count]
-                    for k in range(count):
-                        inner[k] = line[k]
-                    even = buf[(r % 2) * 2 * size + (r // 2) * pitch:]
-                    odd = buf[((r % 2) * 2 + 1) * size + (r // 2) * pitch:]
-                    for m in range(pitch):
-                        even[m] = padded[2 * m]
-                        odd[m] = padded[2 * m + 1]
+            fill_padded(x[n, oc // mult], buf, padded, s, pt, pl, hp, wp, pitch, size)
             b = bias[oc]
             k3 = w[oc, 0]
             if s == 1:
