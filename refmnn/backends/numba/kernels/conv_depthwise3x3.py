@@ -127,6 +127,22 @@ def _taps3x3_s2(acc, ee, eo, oe, oo, pitch, b, k):
 
 
 @njit(inline="always", **JIT)
+def padded_geometry(oh_n, ow_n, s):
+    """The padded plane that the 3x3 taps of an ``oh_n x ow_n`` output at stride ``s`` read
+    (see :func:`fill_padded`): ``(hp, wp, pitch, size, area, length, wide)`` -- its height and
+    width, the row pitch, the elements of one plane (stride 2: of each parity plane), of all of
+    them, of the flat output ``acc``, and of the zero-padded input row (stride 2, else 0)."""
+    hp = (oh_n - 1) * s + 3
+    wp = (ow_n - 1) * s + 3
+    pitch = wp if s == 1 else ow_n + 1
+    size = (hp if s == 1 else oh_n + 1) * pitch
+    area = size if s == 1 else 4 * size
+    length = (oh_n - 1) * pitch + ow_n
+    wide = 2 * pitch if s == 2 else 0
+    return hp, wp, pitch, size, area, length, wide
+
+
+@njit(inline="always", **JIT)
 def fill_padded(src, buf, padded, s, pt, pl, hp, wp, pitch, size):
     """Copy the plane ``src [H, W]`` into the zero-padded plane that the 3x3 taps read (padding
     ``pt`` rows above, ``pl`` columns left; ``hp x wp`` padded): at stride 1 one plane of row
@@ -187,19 +203,12 @@ def _depthwise3x3(x, w, bias, out, s, pt, pl, mult, act, alpha, lo, hi, scratch,
     n_img, c_in, h, wd = x.shape
     oc_n = w.shape[0]
     oh_n, ow_n = out.shape[2], out.shape[3]
-    hp = (oh_n - 1) * s + 3  # the padded plane that the taps read
-    wp = (ow_n - 1) * s + 3
-    pitch = wp if s == 1 else ow_n + 1
-    rows = hp if s == 1 else oh_n + 1
-    size = rows * pitch  # one plane (s == 1) or each of the four parity planes (s == 2)
-    planes = 1 if s == 1 else 4
-    length = (oh_n - 1) * pitch + ow_n
-    wide = 2 * pitch if s == 2 else 0  # stride 2: one padded input row (>= wp columns)
+    hp, wp, pitch, size, area, length, wide = padded_geometry(oh_n, ow_n, s)
     jobs = n_img * oc_n
     for part in prange(parts):
-        buf = scratch[part, :planes * size]
-        acc = scratch[part, planes * size:planes * size + length]
-        padded = scratch[part, planes * size + length:planes * size + length + wide]
+        buf = scratch[part, :area]
+        acc = scratch[part, area:area + length]
+        padded = scratch[part, area + length:area + length + wide]
         buf[:] = 0
         padded[:] = 0
         for t in range(part * jobs // parts, (part + 1) * jobs // parts):
@@ -313,13 +322,9 @@ class Depthwise3x3Conv(ConvBase):
     def scratch_per_part(self, spec: NodeSpec) -> int:
         """float32 elements of one part's scratch: the padded plane (stride 2: the four parity
         planes), acc and (stride 2) the padded input row (see :func:`_depthwise3x3`)."""
-        s = self.params[2]
         oh, ow = (int(d) for d in spec.outputs[0].shape[2:])
-        if s == 1:
-            pitch, planes = (ow - 1) + 3, ((oh - 1) + 3) * ((ow - 1) + 3)
-        else:
-            pitch, planes = ow + 1, 4 * (oh + 1) * (ow + 1)
-        return planes + (oh - 1) * pitch + ow + (2 * pitch if s == 2 else 0)
+        *_, area, length, wide = padded_geometry(oh, ow, self.params[2])
+        return area + length + wide
 
     def arguments(self, inputs, out, scratch) -> tuple:  # type: ignore[no-untyped-def]
         """The loops' arguments (see :func:`_depthwise3x3`)."""

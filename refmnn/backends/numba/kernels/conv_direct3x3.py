@@ -50,7 +50,7 @@ from numba import njit, prange
 from refmnn.backends.base import NodeSpec
 from refmnn.backends.numba.kernels._common import JIT, PARALLEL_LOCK, PJIT
 from refmnn.backends.numba.kernels.conv_base import ConvBase, conv_params, is_2d, macs
-from refmnn.backends.numba.kernels.conv_depthwise3x3 import fill_padded
+from refmnn.backends.numba.kernels.conv_depthwise3x3 import fill_padded, padded_geometry
 from refmnn.backends.numba.kernels.fused import NONE, activate_row
 
 FEW_CHANNELS = 4  # input channels up to which the scheme applies (RGB, RGBA, grey)
@@ -64,37 +64,10 @@ def is_direct3x3_few(spec: NodeSpec) -> bool:
     return (kh, kw, dh, dw, g) == (3, 3, 1, 1, 1) and sh == sw and sh in (1, 2)
 
 
-@njit(inline="always", **JIT)
-def _add_taps3x3(acc, p0, p1, p2, k):
-    """``acc[q] += the nine taps`` at flat position ``q`` of the padded rows p0, p1, p2 (stride
-    1: the padded plane from row 0, 1, 2 on)."""
-    w00, w01, w02 = k[0, 0], k[0, 1], k[0, 2]
-    w10, w11, w12 = k[1, 0], k[1, 1], k[1, 2]
-    w20, w21, w22 = k[2, 0], k[2, 1], k[2, 2]
-    for q in range(acc.shape[0]):
-        acc[q] += ((w00 * p0[q] + w01 * p0[q + 1] + w02 * p0[q + 2])
-                   + (w10 * p1[q] + w11 * p1[q + 1] + w12 * p1[q + 2])
-                   + (w20 * p2[q] + w21 * p2[q + 1] + w22 * p2[q + 2]))
-
-
-@njit(inline="always", **JIT)
-def _add_taps3x3_s2(acc, ee, eo, oe, oo, pitch, k):
-    """Stride 2 on the four parity planes (even/odd row, even/odd column, row pitch ``pitch``):
-    tap (kh, kw) of output ``q`` is element ``q``, ``q + 1`` or ``q + pitch`` (+1) of one."""
-    e2, o2 = ee[pitch:], eo[pitch:]
-    w00, w01, w02 = k[0, 0], k[0, 1], k[0, 2]
-    w10, w11, w12 = k[1, 0], k[1, 1], k[1, 2]
-    w20, w21, w22 = k[2, 0], k[2, 1], k[2, 2]
-    for q in range(acc.shape[0]):
-        acc[q] += ((w00 * ee[q] + w01 * eo[q] + w02 * ee[q + 1])
-                   + (w10 * oe[q] + w11 * oo[q] + w12 * oe[q + 1])
-                   + (w20 * e2[q] + w21 * o2[q] + w22 * e2[q + 1]))
-
-
 @njit(**JIT)
 def _nine(k, i):
-    """The nine weights of output channel ``i`` of ``k [4, 3, 3]``, as scalars (loaded once,
-    before the loop: LLVM cannot prove the stores to ``acc`` leave ``k`` alone)."""
+    """The nine weights of output channel ``i`` of ``k [count, 3, 3]``, as scalars (loaded
+    once, before the loop: LLVM cannot prove the stores to ``acc`` leave ``k`` alone)."""
     return (k[i, 0, 0], k[i, 0, 1], k[i, 0, 2], k[i, 1, 0], k[i, 1, 1], k[i, 1, 2],
             k[i, 2, 0], k[i, 2, 1], k[i, 2, 2])
 
@@ -106,12 +79,44 @@ def _dot9(v, t):
 
 
 @njit(**JIT)
+def _taps(p0, p1, p2, q):
+    """Stride 1: the nine inputs of output ``q``, elements ``q .. q + 2`` of the padded rows
+    p0, p1, p2 (the padded plane from row 0, 1, 2 on)."""
+    return (p0[q], p0[q + 1], p0[q + 2], p1[q], p1[q + 1], p1[q + 2], p2[q], p2[q + 1], p2[q + 2])
+
+
+@njit(**JIT)
+def _taps_s2(ee, eo, oe, oo, e2, o2, q):
+    """Stride 2 on the four parity planes (even/odd row, even/odd column; ``e2``, ``o2`` the
+    even-row planes one row down): tap (kh, kw) of output ``q`` is element ``q`` or ``q + 1``
+    of one of them."""
+    return (ee[q], eo[q], ee[q + 1], oe[q], oo[q], oe[q + 1], e2[q], o2[q], e2[q + 1])
+
+
+@njit(**JIT)
+def _add_taps3x3(acc, p0, p1, p2, k, i):
+    """``acc[q] += the nine taps`` of output channel ``i`` of ``k``, stride 1."""
+    v = _nine(k, i)
+    for q in range(acc.shape[0]):
+        acc[q] += _dot9(v, _taps(p0, p1, p2, q))
+
+
+@njit(**JIT)
+def _add_taps3x3_s2(acc, ee, eo, oe, oo, pitch, k, i):
+    """``acc[q] += the nine taps`` of output channel ``i`` of ``k``, stride 2."""
+    e2, o2 = ee[pitch:], eo[pitch:]
+    v = _nine(k, i)
+    for q in range(acc.shape[0]):
+        acc[q] += _dot9(v, _taps_s2(ee, eo, oe, oo, e2, o2, q))
+
+
+@njit(**JIT)
 def _add_taps3x3_x4(a0, a1, a2, a3, p0, p1, p2, k):
     """``_add_taps3x3`` for four output channels at once (``k [4, 3, 3]``): each loaded input
     element feeds four multiply-adds instead of one."""
     v0, v1, v2, v3 = _nine(k, 0), _nine(k, 1), _nine(k, 2), _nine(k, 3)
     for q in range(a0.shape[0]):
-        t = (p0[q], p0[q + 1], p0[q + 2], p1[q], p1[q + 1], p1[q + 2], p2[q], p2[q + 1], p2[q + 2])
+        t = _taps(p0, p1, p2, q)
         a0[q] += _dot9(v0, t)
         a1[q] += _dot9(v1, t)
         a2[q] += _dot9(v2, t)
@@ -124,7 +129,7 @@ def _add_taps3x3_s2_x4(a0, a1, a2, a3, ee, eo, oe, oo, pitch, k):
     e2, o2 = ee[pitch:], eo[pitch:]
     v0, v1, v2, v3 = _nine(k, 0), _nine(k, 1), _nine(k, 2), _nine(k, 3)
     for q in range(a0.shape[0]):
-        t = (ee[q], eo[q], ee[q + 1], oe[q], oo[q], oe[q + 1], e2[q], o2[q], e2[q + 1])
+        t = _taps_s2(ee, eo, oe, oo, e2, o2, q)
         a0[q] += _dot9(v0, t)
         a1[q] += _dot9(v1, t)
         a2[q] += _dot9(v2, t)
@@ -140,12 +145,7 @@ def conv_direct3x3_few(x, w, bias, out, s, pt, pl, act, alpha, lo, hi, planes, s
     n_img, c_in = x.shape[0], x.shape[1]
     oc_n = w.shape[0]
     oh_n, ow_n = out.shape[2], out.shape[3]
-    hp = (oh_n - 1) * s + 3  # the padded plane that the taps read
-    wp = (ow_n - 1) * s + 3
-    pitch = wp if s == 1 else ow_n + 1
-    size = (hp if s == 1 else oh_n + 1) * pitch  # one plane, or each of the four (s == 2)
-    area = size if s == 1 else 4 * size
-    length = (oh_n - 1) * pitch + ow_n
+    hp, wp, pitch, size, area, length, _ = padded_geometry(oh_n, ow_n, s)
     for n in range(n_img):
         for c in prange(c_in):
             channel = planes[c]
@@ -162,23 +162,22 @@ def conv_direct3x3_few(x, w, bias, out, s, pt, pl, act, alpha, lo, hi, planes, s
                     accs[i, :] = bias[oc0 + i]
                 for c in range(c_in):
                     buf = planes[c]
+                    k = w[oc0:oc0 + count, c]
                     if count == 4:
-                        k4 = w[oc0:oc0 + 4, c]
                         if s == 1:
                             _add_taps3x3_x4(accs[0], accs[1], accs[2], accs[3], buf[0:],
-                                            buf[pitch:], buf[2 * pitch:], k4)
+                                            buf[pitch:], buf[2 * pitch:], k)
                         else:
                             _add_taps3x3_s2_x4(accs[0], accs[1], accs[2], accs[3], buf[0:],
                                                buf[size:], buf[2 * size:], buf[3 * size:],
-                                               pitch, k4)
+                                               pitch, k)
                         continue
-                    for i in range(count):
+                    for i in range(count):  # the last, short block
                         if s == 1:
-                            _add_taps3x3(accs[i], buf[0:], buf[pitch:], buf[2 * pitch:],
-                                         w[oc0 + i, c])
+                            _add_taps3x3(accs[i], buf[0:], buf[pitch:], buf[2 * pitch:], k, i)
                         else:
                             _add_taps3x3_s2(accs[i], buf[0:], buf[size:], buf[2 * size:],
-                                            buf[3 * size:], pitch, w[oc0 + i, c])
+                                            buf[3 * size:], pitch, k, i)
                 for i in range(count):
                     acc = accs[i]
                     activate_row(acc, act, alpha, lo, hi)
@@ -186,18 +185,15 @@ def conv_direct3x3_few(x, w, bias, out, s, pt, pl, act, alpha, lo, hi, planes, s
                     for oh in range(oh_n):
                         dst = plane[oh]
                         line = acc[oh * pitch:oh * pitch + ow_n]
-                        for k in range(ow_n):
-                            dst[k] = line[k]
+                        for j in range(ow_n):
+                            dst[j] = line[j]
 
 
 def _geometry(spec: NodeSpec) -> tuple[int, int]:
     """(elements per input channel's planes + padded row, elements of one ``acc``)."""
-    s = conv_params(spec)[2]
     oh, ow = (int(d) for d in spec.outputs[0].shape[2:])
-    pitch = (ow - 1) + 3 if s == 1 else ow + 1
-    size = ((oh - 1) + 3 if s == 1 else oh + 1) * pitch
-    area = size if s == 1 else 4 * size
-    return area + (2 * pitch if s == 2 else 0), (oh - 1) * pitch + ow
+    *_, area, length, wide = padded_geometry(oh, ow, conv_params(spec)[2])
+    return area + wide, length
 
 
 class Direct3x3FewConv(ConvBase):
