@@ -12,6 +12,7 @@ only the first run of this file pays the JIT.
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -462,7 +463,32 @@ def test_column_panels_rule():
     assert column_panels(192, 784, 32, 4)       # 48 rows per panel at 4 threads: columns
 
 
+def test_panel_plan_rule():
+    """Products whose per-thread panels exceed OpenBLAS's small-matrix limit are cut into the
+    fewest panels that fit it (at most MAX_TILES per thread), rows while they keep enough rows;
+    the others keep one panel per thread (see :func:`_blas.panel_plan`)."""
+    from refmnn.backends.numba._blas import MAX_TILES, SMALL_MNK, _largest_panel, panel_plan
+
+    assert panel_plan(96, 12544, 16, 1, 2) == (20, True)    # MobileNetV2 expand: 4 rows each
+    assert panel_plan(128, 784, 64, 1, 2) == (8, False)     # ResNet-18 1x1: 16 rows each
+    assert panel_plan(144, 3136, 24, 1, 2) == (12, True)    # 12 rows of 261 columns: columns
+    assert panel_plan(96, 196, 384, 1, 2) == (8, False)     # 12 rows of 25 columns: rows
+    assert panel_plan(256, 16, 256, 36, 2) == (2, False)    # Winograd batch: 2 per product
+    assert panel_plan(64, 196, 64, 36, 2) == (1, False)     # small already: 1 per product
+    assert panel_plan(37, 53, 29, 1, 2) == (2, True)        # small already: 1 per thread
+    assert panel_plan(11, 40, 13, 3, 2) == (2, True)        # 3 items on 2 threads: halves
+    assert panel_plan(128, 1536, 384, 1, 2) == (2, True)    # would need > MAX_TILES: as before
+    assert panel_plan(197, 768, 192, 1, 2) == (2, False)
+    for m, n, k, batch in ((96, 12544, 16, 1), (128, 784, 64, 1), (60, 700, 50, 2),
+                           (1280, 49, 320, 1)):
+        parts, by_cols = panel_plan(m, n, k, batch, 2)
+        assert parts % (2 // math.gcd(batch, 2)) == 0 and parts <= 2 * MAX_TILES
+        assert _largest_panel(m, n, k, parts, by_cols) <= SMALL_MNK
+
+
 @pytest.mark.parametrize(("ta", "tb", "batch", "shape"), [
+    (False, False, 2, (60, 50, 700)), (True, False, 0, (60, 50, 700)),  # small-kernel tiles:
+    (False, True, 0, (300, 40, 200)),  # 3 row panels per item of a pair, 4 columns, 4 rows
     (False, False, 0, (37, 29, 53)), (True, False, 0, (64, 17, 9)), (False, True, 0, (5, 31, 70)),
     (True, True, 0, (33, 8, 41)), (False, False, 3, (11, 13, 40)), (False, False, 1, (50, 7, 3)),
     (False, False, 0, (130, 20, 150)), (True, True, 0, (131, 9, 140)),  # row panels, n >= m
