@@ -298,9 +298,10 @@ def test_pool(op, attrs):
 @pytest.mark.parametrize(("pads", "ceil_mode"), [([0, 0, 0, 0], 0), ([1, 1, 1, 1], 0),
                                                   ([0, 1, 2, 0], 1), ([2, 2, 2, 2], 1)])
 def test_maxpool_3x3_stride2_special_values(pads, ceil_mode):
-    """MaxPool's 3x3 stride-2 path (one loop over three rows, then the interior outputs' three
-    taps as a de-interleaved pair, the borders tap by tap) against the reference bit for bit:
-    NaN wins wherever it is (interior, corner, last column), +-inf and -0 pass through."""
+    """MaxPool 3x3 stride 2 in both schemes (``direct``: one loop over three rows, then the
+    interior outputs' taps, the borders tap by tap; ``max3x3s2``: column maxima, even/odd split,
+    each row's last window redone) against the reference bit for bit: NaN wins wherever it is
+    (interior, corner, last column), +-inf and -0 pass through."""
     node = helper.make_node("MaxPool", ["X"], ["Y"], name="n0", kernel_shape=[3, 3],
                             strides=[2, 2], pads=pads, ceil_mode=ceil_mode)
     model = make_model([node], [("X", F, (2, 3, 13, 12))], [("Y", F, None)])
@@ -319,6 +320,12 @@ def test_maxpool_3x3_stride2_special_values(pads, ceil_mode):
     assert np.isnan(got).sum() >= 3
     np.testing.assert_array_equal(got, expected)
     assert np.array_equal(np.signbit(got), np.signbit(expected))
+
+    def bitwise(scheme, outputs):
+        np.testing.assert_array_equal(outputs[0], expected, err_msg=scheme)
+        assert np.array_equal(np.signbit(outputs[0]), np.signbit(expected)), scheme
+
+    check_node(model, {"X": x}, tol=None, must_run=("direct", "max3x3s2"), inspect=bitwise)
 
 
 def test_depthwise3x3_same_edge_columns_with_inf_and_nan():
