@@ -1,6 +1,7 @@
 """2-D pooling: MaxPool and AveragePool on NCHW tensors.
 
-Scheme ``direct`` (the only one): ``prange`` over the N*C planes. MaxPool is separable: per
+Scheme ``direct`` (every MaxPool and AveragePool; ``max3x3s2`` below takes MaxPool 3x3 stride
+2): ``prange`` over the N*C planes. MaxPool is separable: per
 output row, the maximum over the window's input rows, elementwise along whole rows (unit
 stride, vectorised; the usual three rows in one loop), then the maximum over the kw taps of
 that row: the border outputs tap by tap with bounds tests, the interior ones in one loop
