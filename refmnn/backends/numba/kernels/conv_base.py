@@ -8,7 +8,7 @@ import numpy as np
 
 from refmnn.backends.base import Kernel, NodeSpec, Storage
 from refmnn.backends.numba.kernels._common import window_params
-from refmnn.backends.numba.kernels.fused import Epilogue
+from refmnn.backends.numba.kernels.fused import NONE, Epilogue
 
 GEMM_CALL = 2e5  # per sgemm call (and its packing launch), in flop units (~4 us at 50 GFLOP/s)
 # Per inner loop that the direct and depthwise schemes start (a row copy, a tap's row update),
@@ -93,3 +93,11 @@ class ConvBase(Kernel):
 
     def bias(self, inputs) -> np.ndarray:  # type: ignore[no-untyped-def]
         return inputs[2] if self.has_bias else self.zero_bias
+
+    def activation_in_loops(self) -> int:
+        """For a scheme whose loops add the bias and activate: the activation code those loops
+        apply -- none when a FusedConv residual must be added first, which the epilogue pass
+        then does, activating after it; the epilogue pass runs only in that case."""
+        ep = self.epilogue
+        ep.active = ep.z_input is not None
+        return NONE if ep.active else ep.act

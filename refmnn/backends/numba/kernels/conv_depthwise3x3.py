@@ -81,7 +81,7 @@ from refmnn.backends.base import NodeSpec, Storage
 from refmnn.backends.numba.kernels._common import JIT, PARALLEL_LOCK, PJIT, renamed
 from refmnn.backends.numba.kernels.conv_base import (LOOP, ConvBase, conv_params,
                                                      is_depthwise_3x3, macs)
-from refmnn.backends.numba.kernels.fused import NONE, activate_row
+from refmnn.backends.numba.kernels.fused import activate_row
 
 # outputs from which both schemes run their parallel loops, on OpenMP / on workqueue (whose
 # launches cost more)
@@ -174,6 +174,19 @@ def fill_padded(src, buf, padded, s, pt, pl, hp, wp, pitch, size):
                 odd[m] = padded[2 * m + 1]
 
 
+@njit(inline="always", **JIT)
+def store_rows(acc, plane, pitch, act, alpha, lo, hi):
+    """Activate the flat output ``acc`` (rows of pitch ``pitch``, junk columns after each) in
+    place and copy its rows into ``plane [OH, OW]``."""
+    activate_row(acc, act, alpha, lo, hi)
+    ow_n = plane.shape[1]
+    for oh in range(plane.shape[0]):
+        dst = plane[oh]
+        line = acc[oh * pitch:oh * pitch + ow_n]
+        for k in range(ow_n):
+            dst[k] = line[k]
+
+
 def _depthwise3x3(x, w, bias, out, s, pt, pl, mult, act, alpha, lo, hi, scratch, parts):
     """3x3 depthwise conv, stride ``s`` (1 or 2) on both axes, any padding, bias and activation
     fused; the input is read once and the output written once.
@@ -221,13 +234,7 @@ def _depthwise3x3(x, w, bias, out, s, pt, pl, mult, act, alpha, lo, hi, scratch,
                 _taps3x3(acc, buf[0:], buf[pitch:], buf[2 * pitch:], 1, b, k3)
             else:
                 _taps3x3_s2(acc, buf[0:], buf[size:], buf[2 * size:], buf[3 * size:], pitch, b, k3)
-            activate_row(acc, act, alpha, lo, hi)
-            plane = out[n, oc]
-            for oh in range(oh_n):
-                dst = plane[oh]
-                line = acc[oh * pitch:oh * pitch + ow_n]
-                for k in range(ow_n):
-                    dst[k] = line[k]
+            store_rows(acc, out[n, oc], pitch, act, alpha, lo, hi)
 
 
 conv_depthwise3x3 = njit(**PJIT)(_depthwise3x3)
@@ -306,9 +313,7 @@ class Depthwise3x3Conv(ConvBase):
         import numba
 
         super().prepare(spec)
-        ep = self.epilogue
-        self.act = ep.act if ep.z_input is None else NONE
-        ep.active = ep.z_input is not None
+        self.act = self.activation_in_loops()
         n, oc, oh, ow = (int(d) for d in spec.outputs[0].shape)
         from refmnn.backends.numba.backend import threading_layer
 

@@ -17,11 +17,12 @@ channels: each output plane is one flat loop ``acc[q], q = oh*P + ow`` (a few ju
 row), started from the bias, to which each input channel adds its nine taps -- for four output
 channels in the same loop, so that each loaded input element feeds four multiply-adds (one
 output channel per loop, nine loads for nine multiply-adds, took 316 against 294-305 us on
-MobileNet's layer and 500 against 509-524 on SqueezeNet's: little difference at these
-sizes, where the fixed part below weighs as much). The weights are read into scalars before the loop (LLVM
-cannot prove that the stores to ``acc`` leave them alone; reading them inside the loop cost 4x).
-The activation is applied to ``acc`` and its rows are copied out. A FusedConv residual, then
-the activation too, go to the epilogue pass.
+MobileNet's layer and 500 against 509-524 on SqueezeNet's: little difference at these sizes,
+where the fixed part below weighs as much). The weights are read into scalars before the loop
+(LLVM cannot prove that the stores to ``acc`` leave them alone; reading them inside the loop
+cost 4x). The activation is applied to ``acc`` and its rows are copied out
+(:func:`.conv_depthwise3x3.store_rows`). A FusedConv residual, then the activation too, go to
+the epilogue pass.
 
 Cost: ``2 * MACS + 4 * N * C * H * W + 2000`` -- im2col_gemm's multiply-adds and its call
 overhead, without its packing traffic; im2col_gemm's formula prices its sgemm at full speed,
@@ -50,8 +51,8 @@ from numba import njit, prange
 from refmnn.backends.base import NodeSpec
 from refmnn.backends.numba.kernels._common import JIT, PARALLEL_LOCK, PJIT
 from refmnn.backends.numba.kernels.conv_base import ConvBase, conv_params, is_2d, macs
-from refmnn.backends.numba.kernels.conv_depthwise3x3 import fill_padded, padded_geometry
-from refmnn.backends.numba.kernels.fused import NONE, activate_row
+from refmnn.backends.numba.kernels.conv_depthwise3x3 import (fill_padded, padded_geometry,
+                                                             store_rows)
 
 FEW_CHANNELS = 4  # input channels up to which the scheme applies (RGB, RGBA, grey)
 
@@ -179,14 +180,7 @@ def conv_direct3x3_few(x, w, bias, out, s, pt, pl, act, alpha, lo, hi, planes, s
                             _add_taps3x3_s2(accs[i], buf[0:], buf[size:], buf[2 * size:],
                                             buf[3 * size:], pitch, k, i)
                 for i in range(count):
-                    acc = accs[i]
-                    activate_row(acc, act, alpha, lo, hi)
-                    plane = out[n, oc0 + i]
-                    for oh in range(oh_n):
-                        dst = plane[oh]
-                        line = acc[oh * pitch:oh * pitch + ow_n]
-                        for j in range(ow_n):
-                            dst[j] = line[j]
+                    store_rows(accs[i], out[n, oc0 + i], pitch, act, alpha, lo, hi)
 
 
 def _geometry(spec: NodeSpec) -> tuple[int, int]:
@@ -204,9 +198,7 @@ class Direct3x3FewConv(ConvBase):
         import numba
 
         super().prepare(spec)
-        ep = self.epilogue
-        self.act = ep.act if ep.z_input is None else NONE
-        ep.active = ep.z_input is not None
+        self.act = self.activation_in_loops()
         self.parts = numba.config.NUMBA_NUM_THREADS
         self.c = int(spec.inputs[0].shape[1])
         self.per_channel, self.length = _geometry(spec)
