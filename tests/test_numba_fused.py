@@ -154,16 +154,27 @@ def test_fused_gemm_1x1_epilogue_per_panel(split, residual, monkeypatch):
         check_node(model, feeds, must_run=("gemm_1x1",))
 
 
-def test_fused_conv_winograd_odd_sizes_residual_relu():
-    """FusedConv = relu(Conv + Z) with N = 2, uneven padding and an 11x10 output (edge tiles)."""
+@pytest.mark.parametrize(("z_shape", "act"), [
+    ((2, 7, 11, 10), "relu"),   # the residual and relu in the output transform
+    ((2, 7, 11, 10), "clip"),
+    ((1, 7, 1, 10), "relu"),    # a broadcast residual: the epilogue pass, which then activates
+    (None, "clip"),             # bias and activation in the output transform
+    (None, "none"),
+])
+def test_fused_conv_winograd_odd_sizes_residual(z_shape, act):
+    """FusedConv = act(Conv + Z) with N = 2, uneven padding and an 11x10 output (edge tiles),
+    on every scheme (the Winograd ones fuse what they can into their output transform)."""
     w = numpy_helper.from_array(rand(7, 5, 3, 3), "W")
     b = numpy_helper.from_array(rand(7), "B")
-    node = helper.make_node("FusedConv", ["X", "W", "B", "Z"], ["Y"], name="n0", domain="refmnn",
-                            pads=[1, 2, 1, 1], activation="relu")
-    decl = [("X", F, (2, 5, 11, 9)), ("Z", F, (2, 7, 11, 10))]
+    inputs = ["X", "W", "B"] + (["Z"] if z_shape else [])
+    params = {"activation_min": -0.5, "activation_max": 1.0} if act == "clip" else {}
+    node = helper.make_node("FusedConv", inputs, ["Y"], name="n0", domain="refmnn",
+                            pads=[1, 2, 1, 1], activation=act, **params)
+    decl = [("X", F, (2, 5, 11, 9))] + ([("Z", F, z_shape)] if z_shape else [])
     model = make_model([node], decl, [("Y", F, None)], initializers=[w, b],
                        extra_opsets=[("refmnn", 1)])
-    check_node(model, {"X": rand(2, 5, 11, 9), "Z": rand(2, 7, 11, 10)}, must_run=WINOGRAD)
+    feeds = {"X": rand(2, 5, 11, 9), **({"Z": rand(*z_shape)} if z_shape else {})}
+    check_node(model, feeds, must_run=WINOGRAD)
 
 
 @pytest.mark.parametrize(("act", "params"), FUSED_ACTS)
