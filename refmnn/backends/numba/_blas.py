@@ -171,6 +171,43 @@ def _batch_view(x: np.ndarray, batch: tuple[int, ...]) -> np.ndarray | None:
     return view
 
 
+def region_plan(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int) -> tuple | None:
+    """``(ta, tb, lda, ldb, m, n, k, batch, sa, sb, parts, by_cols)``, the geometry operands of
+    :func:`.kernels.sgemm.gemm_panels` for ``out = a @ b`` (2-D or 3-D, ``a`` and ``b`` may have
+    fewer axes and broadcast); None when it does not fit: not float32, ``out`` not
+    C-contiguous, strides BLAS cannot take, an empty product, or one too small to split
+    (``REGION_SPLIT_MIN_FLOPS``: one sgemm on the calling thread is the plain path)."""
+    if out.ndim not in (2, 3) or out.dtype != F32 or not out.flags.c_contiguous or \
+            a.dtype != F32 or b.dtype != F32 or a.ndim > out.ndim or b.ndim > out.ndim:
+        return None
+    m, n = out.shape[-2], out.shape[-1]
+    k = a.shape[-1]
+    batch = out.shape[0] if out.ndim == 3 else 1
+    if min(m, n, k, batch) == 0 or 2.0 * m * n * k * batch < REGION_SPLIT_MIN_FLOPS:
+        return None
+    ops = []
+    for x in (a, b):
+        sb = 0
+        if x.ndim == 3:
+            if x.shape[0] != batch:
+                return None
+            sb = x.strides[0] // 4 if batch > 1 else 0
+        s0, s1 = x.strides[-2], x.strides[-1]
+        rows, cols = x.shape[-2], x.shape[-1]
+        if (s1 == 4 or cols == 1) and s0 % 4 == 0 and s0 >= 4 * cols:
+            ops.append((111, s0 // 4, sb))
+        elif (s0 == 4 or rows == 1) and s1 % 4 == 0 and s1 >= 4 * rows:
+            ops.append((112, s1 // 4, sb))
+        else:
+            return None
+    (ta, lda, sa), (tb, ldb, sbb) = ops
+    return (ta, tb, lda, ldb, m, n, k, batch, sa, sbb, *panel_plan(m, n, k, batch, threads))
+
+
+# distinct operand geometries whose region plans a Gemm keeps
+_MAX_PLANS = 512
+
+
 class Gemm:
     """``out = a @ b`` for 2-D (or batched) float32 views on ``threads`` threads: split into
     panels with a one-thread BLAS (``split``) -- inside one Numba parallel loop (``region``, the
@@ -191,6 +228,7 @@ class Gemm:
             if split and self.region is None and self.threads > 1 and lib.set is not None \
             else None
         self._saved: int | None = None
+        self._plans: dict[tuple, tuple] = {}
 
     def begin(self) -> None:
         """Set the BLAS's thread count for the run (1 when splitting), remembering the old one."""
@@ -247,47 +285,28 @@ class Gemm:
 
     def _in_region(self, a, b, out, epilogue) -> bool:  # type: ignore[no-untyped-def]
         """Run the product as :func:`.kernels.sgemm.gemm_panels`; False (nothing done) when the
-        operands do not fit it: not float32, not 2-D/3-D, strides BLAS cannot take."""
+        operands do not fit it (see :func:`region_plan`). The plan of each operand geometry is
+        made once and kept (a model has a few dozen; a kernel calls with the same ones every
+        run), so a call costs a dictionary lookup, two data addresses and the launch."""
         if out.ndim > 3:  # batch axes collapsed into one where every operand allows a view
             a, b, out = (_batch_view(x, out.shape[:-2]) if x.ndim == out.ndim else x
                          for x in (a, b, out))
             if a is None or b is None or out is None:
                 return False
-        if out.ndim not in (2, 3) or out.dtype != F32 or not out.flags.c_contiguous or \
-                a.dtype != F32 or b.dtype != F32 or a.ndim > out.ndim or b.ndim > out.ndim:
+        key = (a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype, out.shape,
+               out.strides, out.dtype)
+        plan = self._plans.get(key)
+        if plan is None:
+            if len(self._plans) >= _MAX_PLANS:  # shapes that change every run: start over
+                self._plans.clear()
+            # () when the product does not fit: remembered too
+            plan = self._plans[key] = region_plan(a, b, out, self.threads) or ()
+        if not plan:
             return False
-        m, n = out.shape[-2], out.shape[-1]
-        k = a.shape[-1]
-        batch = out.shape[0] if out.ndim == 3 else 1
-        if m == 0 or n == 0 or k == 0 or batch == 0:
-            return False
-        ops = []
-        for x in (a, b):
-            sb = 0
-            if x.ndim == 3:
-                if x.shape[0] != batch:
-                    return False
-                sb = x.strides[0] // 4 if batch > 1 else 0
-            s0, s1 = x.strides[-2], x.strides[-1]
-            rows, cols = x.shape[-2], x.shape[-1]
-            if (s1 == 4 or cols == 1) and s0 % 4 == 0 and s0 >= 4 * cols:
-                ops.append((111, s0 // 4, sb))
-            elif (s0 == 4 or rows == 1) and s1 % 4 == 0 and s1 >= 4 * rows:
-                ops.append((112, s1 // 4, sb))
-            else:
-                return False
-        (ta, lda, sa), (tb, ldb, sbb) = ops
-        flops = 2.0 * m * n * k * batch
-        if flops < REGION_SPLIT_MIN_FLOPS:
-            return False  # one sgemm on the calling thread: the plain path
-        parts, by_cols = panel_plan(m, n, k, batch, self.threads)
-        if epilogue is None:
-            epilogue = _NO_EPILOGUE
-        bias, z, has_b, has_z, b_cols, act, alpha, lo, hi = epilogue
+        bias, z, has_b, has_z, b_cols, act, alpha, lo, hi = \
+            _NO_EPILOGUE if epilogue is None else epilogue
         with self.region.PARALLEL_LOCK:
-            self.region.gemm_panels(a.ctypes.data, b.ctypes.data, out.reshape(-1), ta, tb, lda,
-                                    ldb, m, n, k, batch, sa, sbb, parts,
-                                    by_cols, bias,
+            self.region.gemm_panels(a.ctypes.data, b.ctypes.data, out.reshape(-1), *plan, bias,
                                     z.reshape(-1), has_b, has_z, b_cols, act, alpha, lo, hi)
         return True
 
