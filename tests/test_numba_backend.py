@@ -536,6 +536,34 @@ def test_gemm_in_region(ta, tb, batch, shape, epilogue, monkeypatch):
     assert rel_l2(out, want) <= 1e-5
 
 
+def test_gemm_region_plans_kept_per_geometry(monkeypatch):
+    """The region path keeps one plan per operand geometry: the same shapes with other strides
+    (a transposed operand), other data at the same geometry, and a product that does not fit
+    (float64: remembered, and run by NumPy) all give NumPy's result; past ``_MAX_PLANS``
+    geometries the plans start over."""
+    from refmnn.backends.numba import _blas
+
+    monkeypatch.setattr(_blas, "REGION_SPLIT_MIN_FLOPS", 0)
+    monkeypatch.setattr(_blas, "_MAX_PLANS", 3)
+    gemm = _blas.Gemm(2, True, True)
+    if gemm.region is None:
+        pytest.skip("no ILP64 cblas_sgemm in NumPy's OpenBLAS")
+    plain, trans = rand(20, 12), rand(12, 20).T
+    calls = [(plain, rand(12, 33)), (trans, rand(12, 33)), (rand(20, 12), rand(12, 33)),
+             (plain.astype(np.float64), rand(12, 33).astype(np.float64))]
+    gemm.begin()
+    try:
+        for a, b in calls:
+            out = np.full((20, 33), np.nan, a.dtype)
+            gemm(a, b, out)
+            assert rel_l2(out, a @ b) <= 1e-5
+        assert len(gemm._plans) == 3 and () in gemm._plans.values()  # the float64 one: none
+        gemm(rand(20, 12), rand(12, 34), np.empty((20, 34), np.float32))  # a fourth geometry
+        assert len(gemm._plans) == 1
+    finally:
+        gemm.end()
+
+
 @pytest.mark.parametrize("layer", ["workqueue", "omp"])
 def test_threading_layers_and_sessions_on_several_threads(layer):
     """Each threading layer (fixed per process: a subprocess each) runs a conv + 1x1 + matmul
