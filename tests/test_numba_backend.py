@@ -564,6 +564,36 @@ def test_gemm_region_plans_kept_per_geometry(monkeypatch):
         gemm.end()
 
 
+def test_gemm_binding_follows_the_arrays(monkeypatch):
+    """A bound region call reads its arrays' current contents, is made again for other arrays,
+    does nothing outside a run, and views that reshape could copy are never bound."""
+    from refmnn.backends.numba import _blas
+
+    monkeypatch.setattr(_blas, "REGION_SPLIT_MIN_FLOPS", 0)
+    gemm = _blas.Gemm(2, True, True)
+    if gemm.region is None:
+        pytest.skip("no ILP64 cblas_sgemm in NumPy's OpenBLAS")
+    binding = _blas.Binding()
+    a, b, out = rand(20, 12), rand(12, 33), np.zeros((20, 33), np.float32)
+    gemm.begin()
+    try:
+        assert binding.run((a, b, out), lambda: gemm.bind(a, b, out))
+        assert rel_l2(out, a @ b) <= 1e-5
+        a[:] = rand(20, 12)  # same arrays, new contents: the bound call reads them
+        assert binding.run((a, b, out), lambda: pytest.fail("bound again for the same arrays"))
+        assert rel_l2(out, a @ b) <= 1e-5
+        a2 = rand(20, 12)
+        assert binding.run((a2, b, out), lambda: gemm.bind(a2, b, out))
+        assert rel_l2(out, a2 @ b) <= 1e-5
+    finally:
+        gemm.end()
+    out[:] = 0
+    assert not binding.run((a2, b, out), lambda: gemm.bind(a2, b, out))  # outside a run
+    assert not out.any()
+    assert _blas.Binding.bindable((a, None, out))
+    assert not _blas.Binding.bindable((a.T, b)) and not _blas.Binding.bindable(([1.0],))
+
+
 @pytest.mark.parametrize("layer", ["workqueue", "omp"])
 def test_threading_layers_and_sessions_on_several_threads(layer):
     """Each threading layer (fixed per process: a subprocess each) runs a conv + 1x1 + matmul

@@ -14,7 +14,8 @@ pytest.importorskip("numba", reason="the numba backend needs numba: pip install 
 from onnx import helper, numpy_helper  # noqa: E402
 
 from tests.helpers import make_model  # noqa: E402
-from tests.numba_checks import F, RNG, WINOGRAD, check_node, conv_model, rand  # noqa: E402
+from refmnn.schedule.plan import RunStep  # noqa: E402
+from tests.numba_checks import F, RNG, WINOGRAD, check_node, conv_model, rand, rel_l2  # noqa: E402
 
 FUSED_ACTS = [("none", {}), ("relu", {}), ("clip", {"activation_min": 0.0, "activation_max": 0.5}),
               ("leaky_relu", {"activation_alpha": 0.2}), ("sigmoid", {}), ("tanh", {}), ("gelu", {}),
@@ -152,6 +153,35 @@ def test_fused_gemm_1x1_epilogue_per_panel(split, residual, monkeypatch):
                            extra_opsets=[("refmnn", 1)])
         feeds = {"X": rand(2, 5, 9, 11), **({"Z": rand(*z_shape)} if z_shape else {})}
         check_node(model, feeds, must_run=("gemm_1x1",))
+
+
+def test_bound_gemm_kernels_follow_new_inputs(monkeypatch):
+    """gemm_1x1 and FusedMatMul bind their products to the run's tensors once: later runs with
+    other feeds (the same tensors, new contents) still match the reference."""
+    from refmnn.backends.numba import _blas
+
+    monkeypatch.setattr(_blas, "REGION_SPLIT_MIN_FLOPS", 0)  # these small products split too
+    binds = []
+    bind = _blas.Gemm.bind
+    monkeypatch.setattr(_blas.Gemm, "bind", lambda self, *a: binds.append(1) or bind(self, *a))
+    w = numpy_helper.from_array(rand(24, 16, 1, 1), "W")
+    b = numpy_helper.from_array(rand(24), "B")
+    m = numpy_helper.from_array(rand(10, 40), "M")
+    conv = helper.make_node("FusedConv", ["X", "W", "B", "Z"], ["Y"], name="conv",
+                            domain="refmnn", activation="relu")
+    mm = helper.make_node("FusedMatMul", ["Y", "M", "", "R"], ["Out"], name="mm",
+                          domain="refmnn", activation="none")
+    decl = [("X", F, (1, 16, 12, 10)), ("Z", F, (1, 24, 12, 10)), ("R", F, (1, 24, 12, 40))]
+    model = make_model([conv, mm], decl, [("Out", F, None)], initializers=[w, b, m],
+                       extra_opsets=[("refmnn", 1)])
+    reference = refmnn.Session(model, check=False)
+    session = refmnn.Session(model, backends=("numba",), check=False)
+    for _ in range(3):
+        feeds = {"X": rand(1, 16, 12, 10), "Z": rand(1, 24, 12, 10), "R": rand(1, 24, 12, 40)}
+        assert rel_l2(session.run(feeds)["Out"], reference.run(feeds)["Out"]) <= 1e-5
+    schemes = {s.node.name: str(s.scheme) for s in session.plan.steps if isinstance(s, RunStep)}
+    assert schemes == {"conv": "gemm_1x1", "mm": "blas"}
+    assert len(binds) == 2  # once per kernel, at its first run
 
 
 @pytest.mark.parametrize(("z_shape", "act"), [

@@ -70,6 +70,7 @@ import numpy as np
 from numba import njit, prange
 
 from refmnn.backends.base import KernelDef, NodeSpec, Scheme
+from refmnn.backends.numba._blas import Binding
 from refmnn.backends.numba.kernels._common import F32, PARALLEL_LOCK, PJIT
 from refmnn.backends.numba.kernels.conv_base import (GEMM_CALL, LOOP, ConvBase, conv_params,
                                                      is_1x1, is_2d, is_3x3_s1, is_depthwise,
@@ -309,16 +310,20 @@ class GemmConv(ConvBase):
         if not self.in_panel:
             self.backend.gemm(a, b, o)
             return
-        ep = self.epilogue
-        rows = slice(group * o.shape[0], (group + 1) * o.shape[0])
-        args = ep.panel_args(inputs[2][rows] if ep.bias_input is not None else None,
-                             inputs[3][n][rows].reshape(o.shape) if ep.z_input is not None
-                             else None, False)
+        args = self.panel_args(inputs, n, group, o)
 
         def finish(panel, i0, i1, j0, j1):  # type: ignore[no-untyped-def]
             epilogue_rows(o, *args, i0, i1, j0, j1)
 
         self.backend.gemm(a, b, o, finish, args)
+
+    def panel_args(self, inputs, n, group, o) -> tuple:  # type: ignore[no-untyped-def]
+        """The in-panel epilogue's operands for :meth:`product`'s ``o``."""
+        ep = self.epilogue
+        rows = slice(group * o.shape[0], (group + 1) * o.shape[0])
+        return ep.panel_args(inputs[2][rows] if ep.bias_input is not None else None,
+                             inputs[3][n][rows].reshape(o.shape) if ep.z_input is not None
+                             else None, False)
 
 
 class Im2colConv(GemmConv):
@@ -348,9 +353,16 @@ class Im2colConv(GemmConv):
 
 
 class Gemm1x1Conv(GemmConv):
-    """One sgemm per image: the input plane already is the im2col matrix."""
+    """One sgemm per image: the input plane already is the im2col matrix. A single image's
+    product, with its epilogue, is bound to the run's arrays (:class:`.._blas.Binding`)."""
+
+    def prepare(self, spec: NodeSpec) -> None:
+        super().prepare(spec)
+        self.binding = Binding()
 
     def run(self, inputs, outputs, workspace):
+        if self.binding.run((*inputs, outputs[0]), lambda: self._bind(inputs, outputs[0])):
+            return
         x, w, out = inputs[0], inputs[1], outputs[0]
         n_img, c = x.shape[0], x.shape[1]
         oc = w.shape[0]
@@ -360,6 +372,18 @@ class Gemm1x1Conv(GemmConv):
             self.product(inputs, wm, x[n].reshape(c, p), n, 0, out[n].reshape(oc, p))
         if not self.in_panel:
             self.epilogue(inputs, out)
+
+    def _bind(self, inputs, out):  # type: ignore[no-untyped-def]
+        """The product of a single image with its in-panel epilogue (or none), bound; None
+        otherwise (several images, an epilogue pass, views that would be copies)."""
+        x, w = inputs[0], inputs[1]
+        if out.shape[0] != 1 or (self.epilogue.active and not self.in_panel) or \
+                not Binding.bindable((*inputs, out)):
+            return None
+        oc, c, p = w.shape[0], x.shape[1], x.shape[2] * x.shape[3]
+        o = out[0].reshape(oc, p)
+        args = self.panel_args(inputs, 0, 0, o) if self.in_panel else None
+        return self.backend.gemm.bind(w.reshape(oc, c), x[0].reshape(c, p), o, args)
 
 
 # ---------------------------------------------------------------------------------------------

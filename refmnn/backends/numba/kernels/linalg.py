@@ -32,6 +32,7 @@ import numpy as np
 from numba import njit, prange
 
 from refmnn.backends.base import Kernel, KernelDef, NodeSpec, Scheme, Storage
+from refmnn.backends.numba._blas import Binding
 from refmnn.backends.numba.kernels import strassen
 from refmnn.backends.numba.kernels._common import F32, PARALLEL_LOCK, PJIT, batch_items
 from refmnn.backends.numba.kernels.fused import Epilogue, epilogue_ok, epilogue_rows
@@ -96,15 +97,17 @@ class MatMulBlas(Kernel):
                                                and all(int(d) == 1 for d in bias.shape[:-1])))
                          and (z is None or tuple(int(d) for d in z.shape) == out))
         self.rows = (-1, *out[-2:])
+        self.binding = Binding()
 
     def run(self, inputs, outputs, workspace):
         out, ep = outputs[0], self.epilogue
+        if self.binding.run((*inputs, out), lambda: self._bind(inputs, out)):
+            return
         if not self.in_panel:
             self.backend.gemm(inputs[0], inputs[1], out)
             ep(inputs, out)
             return
-        args = ep.panel_args(inputs[2].reshape(-1) if ep.bias_input is not None else None,
-                             inputs[3] if ep.z_input is not None else None, True)
+        args = self.panel_args(inputs)
         bias, z, has_b, has_z = args[:4]
         items, zs = out.reshape(self.rows), z.reshape(self.rows) if has_z else None
 
@@ -114,6 +117,21 @@ class MatMulBlas(Kernel):
                               i0, i1, j0, j1)
 
         self.backend.gemm(inputs[0], inputs[1], out, finish, args)
+
+    def panel_args(self, inputs) -> tuple:  # type: ignore[no-untyped-def]
+        """The in-panel epilogue's operands (the bias per output column)."""
+        ep = self.epilogue
+        return ep.panel_args(inputs[2].reshape(-1) if ep.bias_input is not None else None,
+                             inputs[3] if ep.z_input is not None else None, True)
+
+    def _bind(self, inputs, out):  # type: ignore[no-untyped-def]
+        """The product with its in-panel epilogue (or none), bound; None with an epilogue
+        pass or views that would be copies."""
+        if (self.epilogue.active and not self.in_panel) or \
+                not Binding.bindable((*inputs, out)):
+            return None
+        args = self.panel_args(inputs) if self.in_panel else None
+        return self.backend.gemm.bind(inputs[0], inputs[1], out, args)
 
 
 class MatMulBlocked(Kernel):
