@@ -253,7 +253,9 @@ def test_reductions(op, axes, keepdims):
         attrs["axes"] = list(axes)
     node = helper.make_node(op, inputs, ["Y"], name="n0", **attrs)
     model = make_model([node], [("X", F, shape)], [("Y", F, None)], initializers=inits)
-    check_node(model, {"X": rand(*shape)})
+    # centred on 2: the sum of N(0, 1) values can land near 0, where the check's relative error
+    # measures cancellation, not the kernel (ReduceMean over all 120 values drew 1.3e-5)
+    check_node(model, {"X": rand(*shape) + 2})
 
 
 @pytest.mark.parametrize("axis", [-1, 1, 0])

@@ -31,13 +31,15 @@ mobilenet_v2 8.35 / 7.38 / 7.32 ms and mobilenet_v1 14.63 / 12.98 / 12.91 ms.
     straight into the output plane, its epilogue applied per panel as in ``gemm_1x1``
     (:class:`GemmConv`; against a separate epilogue pass, per node, 2 threads: no change beyond
     noise on MobileNet-v2's first conv or ResNet-18's ten im2col convs). Cost: ``2 * MACS``
-    (sgemm) ``+ 4 * N * C * KH * KW * OH * OW`` (packing traffic) ``+ 2e6 * N * g`` (per-group
+    (sgemm, on ``OH*OW`` columns rounded up to 16: :func:`.conv_base.gemm_macs`)
+    ``+ 4 * N * C * KH * KW * OH * OW`` (packing traffic) ``+ 2e6 * N * g`` (per-group
     launch and sgemm overhead, ~40 us: it rules the scheme out for depthwise layers, where 960
     groups took 60 ms against 0.6 ms).
 ``gemm_1x1`` -- 1x1 kernel, stride 1, no padding, one group: the input plane already *is* the
     im2col matrix ``[C, H*W]``, so the conv is one sgemm per image with no packing; bias,
     residual and activation are applied to each sgemm panel by the thread that wrote it, while
-    the panel is in cache (:func:`.fused.epilogue_rows`). Cost: ``2 * MACS + 2e5 * N``.
+    the panel is in cache (:func:`.fused.epilogue_rows`). Cost: ``2 * MACS + 2e5 * N`` (MACS
+    on ``H*W`` columns rounded up to 16, as im2col_gemm's).
     MobileNet-v2's 1x1 layers, 2 threads, same conditions as the table below (us, before: a
     split sgemm, then a parallel epilogue pass): [96,16]@[16,12544] 1618 -> 897,
     [144,24]@[24,3136] 718 -> 413, [192,32]@[32,784] 437 -> 158, [384,64]@[64,196] 360 -> 145,
@@ -73,8 +75,9 @@ from refmnn.backends.base import KernelDef, NodeSpec, Scheme
 from refmnn.backends.numba._blas import Binding
 from refmnn.backends.numba.kernels._common import F32, PARALLEL_LOCK, PJIT
 from refmnn.backends.numba.kernels.conv_base import (GEMM_CALL, LOOP, ConvBase, conv_params,
-                                                     is_1x1, is_2d, is_3x3_s1, is_depthwise,
-                                                     is_depthwise_3x3, is_depthwise_s1, macs)
+                                                     gemm_macs, is_1x1, is_2d, is_3x3_s1,
+                                                     is_depthwise, is_depthwise_3x3,
+                                                     is_depthwise_s1, macs)
 from refmnn.backends.numba.kernels.conv_direct3x3 import (Direct3x3FewConv, direct3x3_few_cost,
                                                           is_direct3x3_few)
 from refmnn.backends.numba.kernels.conv_depthwise3x3 import (Depthwise3x3Conv,
@@ -418,11 +421,11 @@ def _im2col_cost(spec: NodeSpec) -> float:
     n, c, _, _ = (int(d) for d in spec.inputs[0].shape)
     kh, kw, *_, g = conv_params(spec)
     oh, ow = (int(d) for d in spec.outputs[0].shape[2:])
-    return 2 * macs(spec) + 4.0 * n * c * kh * kw * oh * ow + 10 * GEMM_CALL * n * g
+    return 2 * gemm_macs(spec) + 4.0 * n * c * kh * kw * oh * ow + 10 * GEMM_CALL * n * g
 
 
 def _gemm_1x1_cost(spec: NodeSpec) -> float:
-    return 2 * macs(spec) + GEMM_CALL * int(spec.inputs[0].shape[0])
+    return 2 * gemm_macs(spec) + GEMM_CALL * int(spec.inputs[0].shape[0])
 
 
 def _schemes(fused: bool) -> tuple[Scheme, ...]:

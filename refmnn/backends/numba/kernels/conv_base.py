@@ -16,6 +16,14 @@ GEMM_CALL = 2e5  # per sgemm call (and its packing launch), in flop units (~4 us
 # rows cost as much as the vectorised part or more. Fitted to depthwise3x3 at 2 threads: 960 @ 7
 # (13k row loops) 116 us and 32 @ 112 (7k) 143 us give ~8 ns a loop, ~800 units.
 LOOP = 800.0
+# OpenBLAS's sgemm (its AVX-512 kernels) computes a row-major product a block of 16 output
+# columns at a time, so a product with ``n`` columns costs about as much as one with ``n``
+# rounded up to 16: [512, 4608] @ [4608, 49] (ResNet-18's last 3x3 layers as im2col_gemm) took
+# 1.66 ms on 2 threads, 140 GFLOP/s counted on 49 columns and 183 (the ceiling) on 64. Without
+# the rounding the costs tied im2col_gemm with winograd_f23 on those layers (whose products
+# have 16 columns) and chose im2col_gemm; in the model, 2 threads, interleaved, each layer took
+# 2.05-2.13 ms as im2col_gemm and 1.36-1.43 ms as winograd_f23 (ResNet-18 21.56 -> 18.04 ms).
+GEMM_COLUMNS = 16
 
 
 # ---------------------------------------------------------------------------------------------
@@ -32,6 +40,19 @@ def macs(spec: NodeSpec) -> float:
     n, oc, oh, ow = (int(d) for d in spec.outputs[0].shape)
     _, cg, kh, kw = (int(d) for d in spec.inputs[1].shape)
     return float(n * oc * oh * ow * cg * kh * kw)
+
+
+def gemm_columns(n: int) -> int:
+    """``n`` rounded up to a multiple of ``GEMM_COLUMNS``: the columns an sgemm's time is
+    made of."""
+    return -(-n // GEMM_COLUMNS) * GEMM_COLUMNS
+
+
+def gemm_macs(spec: NodeSpec) -> float:
+    """:func:`macs` as the sgemms of im2col_gemm and gemm_1x1 compute them, on their columns
+    (the ``OH * OW`` outputs of an image) rounded up by :func:`gemm_columns`."""
+    oh, ow = (int(d) for d in spec.outputs[0].shape[2:])
+    return macs(spec) * gemm_columns(oh * ow) / max(oh * ow, 1)
 
 
 def is_2d(spec: NodeSpec) -> bool:

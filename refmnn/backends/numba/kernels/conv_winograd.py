@@ -26,7 +26,9 @@ notation: input ``[N, C, H, W]``, weights ``[OC, C, 3, 3]``, output ``[N, OC, OH
 
 Winograd cost, F(m x m, 3x3) with ``a = m + 2`` and ``tiles = ceil(OH/m) * ceil(OW/m)``::
 
-    N * (2 * a*a * OC * C * tiles                  the sgemms (whole tiles, border waste included)
+    N * (2 * a*a * OC * C * tiles16                the sgemms (whole tiles, border waste included;
+                                                   tiles16: tiles rounded up to 16, the columns
+                                                   an sgemm computes at a time, conv_base.py)
          + 60 * a*a * (C + OC) * tiles             the input and output transforms, per element
          + 20 * a*a * OC * C                       reading U, once per image
          + 2 * 2e5)                                the sgemm calls
@@ -42,14 +44,17 @@ then the median of 10 such processes (ms; load from other users moved single run
     64 @ 56x56   4.05         4.48          1.69          winograd_f43
     128 @ 28x28  3.36         2.04          1.42          winograd_f43
     256 @ 14x14  3.37         2.11          1.88          winograd_f43
-    512 @ 7x7    3.99         3.92          3.94          im2col_gemm
+    512 @ 7x7    3.99         3.92          3.94          winograd_f23 (below)
     16->64 @ 55  0.47         0.57          0.24          winograd_f43 (see below)
     ===========  ===========  ============  ============  ======================
 
-At 7x7 the three are tied within the noise (each won some runs; im2col_gemm two of the three
+At 7x7 the three were tied within the noise (each won some runs; im2col_gemm two of the three
 most loaded ones). The fit gave 17 for U's coefficient (at the fitted scale, 20 units are about
-0.3 ns per 4-byte element, 13 GB/s); 20 breaks the tie towards im2col_gemm, which streams 4x
-less weight memory than F(4,3) and keeps no transformed copy of the weights. The transform
+0.3 ns per 4-byte element, 13 GB/s); 20 broke the tie towards im2col_gemm, which streams 4x
+less weight memory than F(4,3) and keeps no transformed copy of the weights. (That fit predates
+the rounding of the sgemms' columns to 16, which now prices F(2,3) below im2col_gemm at 512 @
+7x7 -- faster since, as measured in ResNet-18: ``GEMM_COLUMNS`` in :mod:`.conv_base` -- and
+leaves every other choice in the zoo as it was.) The transform
 coefficient is shared by both schemes: measured alone, either scheme's transforms took 0.6 to
 4 ns per element, the most on the smallest planes, where each parallel loop has little work to
 share out. The fit gave 84 units (about 1.3 ns per element); that priced F(4,3) above
@@ -66,8 +71,8 @@ from numba import njit, prange
 
 from refmnn.backends.base import NodeSpec, Storage
 from refmnn.backends.numba.kernels._common import PARALLEL_LOCK, PJIT
-from refmnn.backends.numba.kernels.conv_base import GEMM_CALL, ConvBase
-from refmnn.backends.numba.kernels.fused import NONE, activate, activate_row
+from refmnn.backends.numba.kernels.conv_base import GEMM_CALL, ConvBase, gemm_columns
+from refmnn.backends.numba.kernels.fused import NONE, activate_row
 
 WINOGRAD_TRANSFORM = 60.0  # per element of V or M written / read by the tile transforms
 WINOGRAD_U_READ = 20.0  # per element of U streamed by the sgemms (once per image)
@@ -81,69 +86,91 @@ WG = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], dtype=n
 
 @njit(**PJIT)
 def winograd23_input(x, n, pt, pl, tiles_h, tiles_w, v):
-    """V[16, C, tiles] = B^T d B for every 4x4 input tile d (stride 2, zero outside)."""
+    """V[16, C, tiles] = B^T d B for every 4x4 input tile d (stride 2, zero outside).
+
+    As :func:`winograd43_input`: per tile row, its four input rows copied, zero-padded, into
+    ``rows``; ``B^T`` down each column (one loop along the row), then ``B`` across each tile's
+    four columns, writing V contiguously. Against a 4x4 tile gathered element by element with
+    bounds tests, ResNet-18's three 512 @ 7x7 layers in the model, 2 threads, min of 5 x 50
+    calls: 204-224 -> 122-129 us (the output transform below: 110-136 -> 45-49 us; ResNet-18
+    end to end, 40 interleaved runs, both together: 21.76 -> 20.93 and 25.70 -> 25.00 ms).
+    Allocating ``rows`` and ``tmp`` once per thread instead of per channel made no difference.
+    """
     c_in, h, wd = x.shape[1], x.shape[2], x.shape[3]
+    width = 2 * tiles_w + 2
+    lo = min(width, max(0, pl))  # columns [lo, hi) of ``rows`` hold input, the rest stay 0
+    hi = max(lo, min(width, pl + wd))
     for c in prange(c_in):
-        tile = np.empty((4, 4), dtype=np.float32)
-        tmp = np.empty((4, 4), dtype=np.float32)
+        rows = np.zeros((4, width), dtype=np.float32)
+        tmp = np.empty((4, width), dtype=np.float32)
         src = x[n, c]
         for th in range(tiles_h):
-            for tw in range(tiles_w):
-                h0 = th * 2 - pt
-                w0 = tw * 2 - pl
-                for i in range(4):
-                    ih = h0 + i
-                    for j in range(4):
-                        iw = w0 + j
-                        tile[i, j] = src[ih, iw] if (0 <= ih < h and 0 <= iw < wd) else 0
-                # tmp = B^T tile (rows)
-                for j in range(4):
-                    d0, d1, d2, d3 = tile[0, j], tile[1, j], tile[2, j], tile[3, j]
-                    tmp[0, j] = d0 - d2
-                    tmp[1, j] = d1 + d2
-                    tmp[2, j] = d2 - d1
-                    tmp[3, j] = d1 - d3
-                t = th * tiles_w + tw
-                for i in range(4):
-                    d0, d1, d2, d3 = tmp[i, 0], tmp[i, 1], tmp[i, 2], tmp[i, 3]
-                    v[i * 4 + 0, c, t] = d0 - d2
-                    v[i * 4 + 1, c, t] = d1 + d2
-                    v[i * 4 + 2, c, t] = d2 - d1
-                    v[i * 4 + 3, c, t] = d1 - d3
+            for i in range(4):
+                ih = th * 2 - pt + i
+                dst = rows[i, lo:hi]
+                if 0 <= ih < h:
+                    seg = src[ih, lo - pl:hi - pl]
+                    for k in range(hi - lo):
+                        dst[k] = seg[k]
+                else:
+                    for k in range(hi - lo):
+                        dst[k] = 0
+            for j in range(width):  # tmp = B^T rows
+                d0, d1, d2, d3 = rows[0, j], rows[1, j], rows[2, j], rows[3, j]
+                tmp[0, j] = d0 - d2
+                tmp[1, j] = d1 + d2
+                tmp[2, j] = d2 - d1
+                tmp[3, j] = d1 - d3
+            t0 = th * tiles_w
+            for k in range(4):  # V[k, :] = tmp B, tile by tile
+                for tw in range(tiles_w):
+                    e0, e1, e2, e3 = (tmp[k, tw * 2], tmp[k, tw * 2 + 1], tmp[k, tw * 2 + 2],
+                                      tmp[k, tw * 2 + 3])
+                    t = t0 + tw
+                    v[k * 4 + 0, c, t] = e0 - e2
+                    v[k * 4 + 1, c, t] = e1 + e2
+                    v[k * 4 + 2, c, t] = e2 - e1
+                    v[k * 4 + 3, c, t] = e1 - e3
 
 
 @njit(**PJIT)
 def winograd23_output(m, bias, z, has_z, out, n, tiles_h, tiles_w, act, alpha, lo, hi):
-    """out[n, oc, 2x2 tile] = act(A^T M A + bias (+ z)), clipped at the output border (the
-    residual ``z`` shaped like ``out``, read when ``has_z``)."""
+    """out[n, oc, 2x2 tile] = act(A^T M A + bias (+ z)), clipped at the output border: the
+    loops of :func:`winograd43_output` (all tiles of a channel at once; each tile row's output
+    rows contiguous lines of ``y``) for 4x4 tiles."""
     oc_n, oh_n, ow_n = out.shape[1], out.shape[2], out.shape[3]
+    tiles = tiles_h * tiles_w
     for oc in prange(oc_n):
         b = bias[oc]
         plane = out[n, oc]
-        tmp = np.empty((2, 4), dtype=np.float32)
-        for th in range(tiles_h):
-            for tw in range(tiles_w):
-                t = th * tiles_w + tw
-                for j in range(4):
-                    m0 = m[0 * 4 + j, oc, t]
-                    m1 = m[1 * 4 + j, oc, t]
-                    m2 = m[2 * 4 + j, oc, t]
-                    m3 = m[3 * 4 + j, oc, t]
-                    tmp[0, j] = m0 + m1 + m2
-                    tmp[1, j] = m1 - m2 - m3
-                for i in range(2):
-                    oh = th * 2 + i
-                    if oh >= oh_n:
-                        continue
-                    for j in range(min(2, ow_n - tw * 2)):
-                        ow = tw * 2 + j
-                        if j == 0:
-                            y = tmp[i, 0] + tmp[i, 1] + tmp[i, 2] + b
-                        else:
-                            y = tmp[i, 1] - tmp[i, 2] - tmp[i, 3] + b
-                        if has_z:
-                            y += z[n, oc, oh, ow]
-                        plane[oh, ow] = activate(act, y, alpha, lo, hi)
+        s = np.empty((2, 4, tiles), dtype=np.float32)
+        y = np.empty((2, 2 * tiles), dtype=np.float32)
+        for col in range(4):  # s = A^T M
+            m0, m1, m2, m3 = m[0 * 4 + col, oc], m[1 * 4 + col, oc], m[2 * 4 + col, oc], \
+                m[3 * 4 + col, oc]
+            s0, s1 = s[0, col], s[1, col]
+            for t in range(tiles):
+                s0[t] = m0[t] + m1[t] + m2[t]
+                s1[t] = m1[t] - m2[t] - m3[t]
+        for r in range(2):  # y = s A
+            e0, e1, e2, e3 = s[r, 0], s[r, 1], s[r, 2], s[r, 3]
+            yr = y[r]
+            for t in range(tiles):
+                yr[2 * t + 0] = e0[t] + e1[t] + e2[t] + b
+                yr[2 * t + 1] = e1[t] - e2[t] - e3[t] + b
+        if not has_z:
+            activate_row(y.reshape(-1), act, alpha, lo, hi)
+        for oh in range(oh_n):
+            line = y[oh % 2, 2 * (oh // 2) * tiles_w:]
+            dst = plane[oh]
+            if has_z:
+                res = z[n, oc, oh]
+                for k in range(ow_n):
+                    dst[k] = line[k] + res[k]
+                activate_row(dst, act, alpha, lo, hi)
+            else:
+                for k in range(ow_n):
+                    dst[k] = line[k]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -357,7 +384,8 @@ def winograd_cost(spec: NodeSpec, m: int) -> float:
     oh, ow = (int(d) for d in spec.outputs[0].shape[2:])
     a2 = (m + 2) ** 2
     tiles = -(-oh // m) * -(-ow // m)
-    return n * (2.0 * a2 * oc * c * tiles + WINOGRAD_TRANSFORM * a2 * (c + oc) * tiles
+    return n * (2.0 * a2 * oc * c * gemm_columns(tiles)
+                + WINOGRAD_TRANSFORM * a2 * (c + oc) * tiles
                 + WINOGRAD_U_READ * a2 * oc * c + 2 * GEMM_CALL)
 
 
