@@ -82,17 +82,20 @@ def test_fused_depthwise3x3(act, params, residual, stride, pads, scheme):
     (1, 1, [1, 2, 0, 1], (9, 8)),       # grey, stride 1, uneven padding
     (4, 1, [2, 0, 3, 1], (7, 10)),      # padding wider than the kernel's reach below
     (2, 2, [0, 1, 2, 0], (8, 9)),
+    (3, 2, [3, 3, 3, 3], (23, 20)),     # ResNet's first layer (7x7)
 ])
-def test_fused_direct3x3_few(act, params, residual, c_in, stride, pads, x_hw):
-    """direct3x3_few (3x3, at most four input channels): bias and activation in its loops, a
-    residual (then the activation) in the epilogue pass; N = 2 (the padded planes are reused by
-    the second image), odd sizes, uneven padding, stride 1 and 2."""
+@pytest.mark.parametrize("k", [3, 7])
+def test_fused_direct_few(act, params, residual, c_in, stride, pads, x_hw, k):
+    """direct3x3_few and direct7x7_few (at most four input channels): bias and activation in
+    their loops, a residual (then the activation) in the epilogue pass; N = 2 (the padded planes
+    are reused by the second image), odd sizes, uneven padding, stride 1 and 2, five output
+    channels (a block of four and a short one)."""
     h, wd = x_hw
-    w = numpy_helper.from_array(rand(5, c_in, 3, 3), "W")
+    w = numpy_helper.from_array(rand(5, c_in, k, k), "W")
     b = numpy_helper.from_array(rand(5), "B")
     x_shape = (2, c_in, h, wd)
-    oh = (h + pads[0] + pads[2] - 3) // stride + 1
-    ow = (wd + pads[1] + pads[3] - 3) // stride + 1
+    oh = (h + pads[0] + pads[2] - k) // stride + 1
+    ow = (wd + pads[1] + pads[3] - k) // stride + 1
     inputs = ["X", "W", "B"] + (["Z"] if residual else [])
     node = helper.make_node("FusedConv", inputs, ["Y"], name="n0", domain="refmnn", pads=pads,
                             strides=[stride, stride], activation=act, **params)
@@ -100,12 +103,13 @@ def test_fused_direct3x3_few(act, params, residual, c_in, stride, pads, x_hw):
     model = make_model([node], decl, [("Y", F, None)], initializers=[w, b],
                        extra_opsets=[("refmnn", 1)])
     feeds = {"X": rand(*x_shape), **({"Z": rand(2, 5, oh, ow)} if residual else {})}
-    check_node(model, feeds, must_run=("direct3x3_few",))
+    check_node(model, feeds, must_run=(f"direct{k}x{k}_few",))
 
 
-def test_direct3x3_few_applies_to_few_channels_only():
-    """Five input channels, a group, a 5x5 kernel, dilation or stride 3 rule the scheme out."""
-    from refmnn.backends.numba.kernels.conv_direct3x3 import is_direct3x3_few
+def test_direct_few_apply_to_few_channels_only():
+    """Five input channels, a group, another kernel size, dilation or stride 3 rule
+    direct3x3_few and direct7x7_few out."""
+    from refmnn.backends.numba.kernels.conv_direct_few import is_direct3x3_few, is_direct7x7_few
 
     def spec(c, k=3, **attrs):
         model = conv_model((1, c, 9, 9), (4, c // attrs.get("group", 1), k, k), **attrs)
@@ -119,6 +123,9 @@ def test_direct3x3_few_applies_to_few_channels_only():
     assert not is_direct3x3_few(spec(3, k=5))
     assert not is_direct3x3_few(spec(3, dilations=[2, 2]))
     assert not is_direct3x3_few(spec(3, strides=[3, 3]))
+    assert is_direct7x7_few(spec(3, k=7, strides=[2, 2], pads=[3, 3, 3, 3]))
+    assert not is_direct7x7_few(spec(3)) and not is_direct7x7_few(spec(5, k=7))
+    assert not is_direct7x7_few(spec(3, k=7, dilations=[2, 2]))
 
 
 @pytest.mark.parametrize(("stride", "scheme"), [(2, "depthwise3x3"), (1, "depthwise3x3_same"),

@@ -58,8 +58,9 @@ mobilenet_v2 8.35 / 7.38 / 7.32 ms and mobilenet_v1 14.63 / 12.98 / 12.91 ms.
     and F(4x4, 3x3), in :mod:`.conv_winograd` (algorithm, cost formula, measured table).
 ``depthwise3x3``, ``depthwise3x3_same`` -- depthwise 3x3 (MobileNet's layers), in
     :mod:`.conv_depthwise3x3` (the loops, costs and measured tables).
-``direct3x3_few`` -- 3x3, one group, at most four input channels (a first layer on an RGB
-    image), in :mod:`.conv_direct3x3`.
+``direct3x3_few``, ``direct7x7_few`` -- 3x3 or 7x7, one group, at most four input channels (a
+    first layer on an RGB image: MobileNet's and SqueezeNet's 3x3, ResNet's 7x7), in
+    :mod:`.conv_direct_few`.
 
 ``LOOP`` (:mod:`.conv_base`) prices each inner loop a scheme starts: on rows of 7..56 elements
 its setup and LLVM's scalar remainder cost as much as the vectorised part, which ``MACS`` alone
@@ -78,8 +79,9 @@ from refmnn.backends.numba.kernels.conv_base import (GEMM_CALL, LOOP, ConvBase, 
                                                      gemm_macs, is_1x1, is_2d, is_3x3_s1,
                                                      is_depthwise, is_depthwise_3x3,
                                                      is_depthwise_s1, macs)
-from refmnn.backends.numba.kernels.conv_direct3x3 import (Direct3x3FewConv, direct3x3_few_cost,
-                                                          is_direct3x3_few)
+from refmnn.backends.numba.kernels.conv_direct_few import (DirectFewConv, direct3x3_few_cost,
+                                                           direct7x7_few_cost, is_direct3x3_few,
+                                                           is_direct7x7_few)
 from refmnn.backends.numba.kernels.conv_depthwise3x3 import (Depthwise3x3Conv,
                                                              Depthwise3x3SameConv,
                                                              depthwise3x3_cost,
@@ -451,9 +453,12 @@ def _schemes(fused: bool) -> tuple[Scheme, ...]:
         Scheme("depthwise3x3_same", lambda b, s: Depthwise3x3SameConv(b),
                applies=when(is_depthwise_3x3_same), cost=depthwise3x3_same_cost,
                doc="3x3 stride-1 depthwise at the input's row pitch, edge columns masked"),
-        Scheme("direct3x3_few", lambda b, s: Direct3x3FewConv(b), applies=when(is_direct3x3_few),
+        Scheme("direct3x3_few", lambda b, s: DirectFewConv(b), applies=when(is_direct3x3_few),
                cost=direct3x3_few_cost,
                doc="3x3 with <= 4 input channels: padded planes, taps unrolled per channel"),
+        Scheme("direct7x7_few", lambda b, s: DirectFewConv(b), applies=when(is_direct7x7_few),
+               cost=direct7x7_few_cost,
+               doc="7x7 with <= 4 input channels: padded planes, a kernel row of taps at a time"),
         Scheme("winograd_f23", lambda b, s: Winograd23Conv(b), applies=when(is_3x3_s1),
                cost=winograd23_cost,
                doc="F(2x2,3x3): weights transformed in prepare, 16 sgemms"),

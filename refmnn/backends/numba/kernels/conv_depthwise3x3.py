@@ -127,15 +127,16 @@ def _taps3x3_s2(acc, ee, eo, oe, oo, pitch, b, k):
 
 
 @njit(inline="always", **JIT)
-def padded_geometry(oh_n, ow_n, s):
-    """The padded plane that the 3x3 taps of an ``oh_n x ow_n`` output at stride ``s`` read
-    (see :func:`fill_padded`): ``(hp, wp, pitch, size, area, length, wide)`` -- its height and
-    width, the row pitch, the elements of one plane (stride 2: of each parity plane), of all of
-    them, of the flat output ``acc``, and of the zero-padded input row (stride 2, else 0)."""
-    hp = (oh_n - 1) * s + 3
-    wp = (ow_n - 1) * s + 3
-    pitch = wp if s == 1 else ow_n + 1
-    size = (hp if s == 1 else oh_n + 1) * pitch
+def padded_geometry(oh_n, ow_n, s, k):
+    """The padded plane that the ``k x k`` taps of an ``oh_n x ow_n`` output at stride ``s``
+    read (see :func:`fill_padded`): ``(hp, wp, pitch, size, area, length, wide)`` -- its height
+    and width, the row pitch, the elements of one plane (stride 2: of each parity plane, whose
+    rows and columns are the padded plane's even or odd ones), of all of them, of the flat
+    output ``acc``, and of the zero-padded input row (stride 2, else 0)."""
+    hp = (oh_n - 1) * s + k
+    wp = (ow_n - 1) * s + k
+    pitch = wp if s == 1 else (wp + 1) // 2
+    size = (hp if s == 1 else (hp + 1) // 2) * pitch
     area = size if s == 1 else 4 * size
     length = (oh_n - 1) * pitch + ow_n
     wide = 2 * pitch if s == 2 else 0
@@ -216,7 +217,7 @@ def _depthwise3x3(x, w, bias, out, s, pt, pl, mult, act, alpha, lo, hi, scratch,
     n_img, c_in, h, wd = x.shape
     oc_n = w.shape[0]
     oh_n, ow_n = out.shape[2], out.shape[3]
-    hp, wp, pitch, size, area, length, wide = padded_geometry(oh_n, ow_n, s)
+    hp, wp, pitch, size, area, length, wide = padded_geometry(oh_n, ow_n, s, 3)
     jobs = n_img * oc_n
     for part in prange(parts):
         buf = scratch[part, :area]
@@ -328,7 +329,7 @@ class Depthwise3x3Conv(ConvBase):
         """float32 elements of one part's scratch: the padded plane (stride 2: the four parity
         planes), acc and (stride 2) the padded input row (see :func:`_depthwise3x3`)."""
         oh, ow = (int(d) for d in spec.outputs[0].shape[2:])
-        *_, area, length, wide = padded_geometry(oh, ow, self.params[2])
+        *_, area, length, wide = padded_geometry(oh, ow, self.params[2], 3)
         return area + length + wide
 
     def arguments(self, inputs, out, scratch) -> tuple:  # type: ignore[no-untyped-def]
