@@ -538,6 +538,20 @@ def test_gemm_in_region(ta, tb, batch, shape, epilogue, monkeypatch):
     assert rel_l2(out, want) <= 1e-5
 
 
+def test_region_plan_splits_by_flops_or_bytes():
+    """Products split from REGION_SPLIT_MIN_FLOPS, or from REGION_SPLIT_MIN_BYTES of operands
+    (a matrix-vector product with 2 MB of weights: bound by memory); small ones do not."""
+    from refmnn.backends.numba import _blas
+
+    def plan(m, k, n):
+        return _blas.region_plan(np.empty((m, k), np.float32), np.empty((n, k), np.float32).T,
+                                 np.empty((m, n), np.float32), 2)
+
+    assert plan(1, 512, 1000) is not None  # 1 MFLOP, 2 MB: ResNet-18's classifier
+    assert plan(64, 64, 256) is not None  # 2.1 MFLOP
+    assert plan(8, 64, 64) is None  # 66 kFLOP, 18 kB: one sgemm on the calling thread
+
+
 def test_gemm_region_plans_kept_per_geometry(monkeypatch):
     """The region path keeps one plan per operand geometry: the same shapes with other strides
     (a transposed operand), other data at the same geometry, and a product that does not fit

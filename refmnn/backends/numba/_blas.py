@@ -9,10 +9,10 @@ Threads: OpenBLAS's own worker threads spin after each call, and so do OpenMP's;
 thread (restored after the run) and :func:`gemm` splits a large product into ``threads``
 column or row panels, one sgemm each: on the OpenMP (or TBB) threading layer inside one Numba
 parallel loop whose workers call ``cblas_sgemm`` themselves (``region``, :mod:`.kernels.sgemm`,
-a 1-2 us launch, so products from ``REGION_SPLIT_MIN_FLOPS`` are split), on the ``workqueue``
-layer (or with ``gemm="pool"``) over a small Python thread pool. Without a recognised OpenBLAS
-(another BLAS vendor) the thread count is left alone and the split is skipped; without its
-ILP64 ``cblas_sgemm`` export the pool is used.
+a 1-2 us launch, so products from ``REGION_SPLIT_MIN_FLOPS`` or ``REGION_SPLIT_MIN_BYTES`` are
+split), on the ``workqueue`` layer (or with ``gemm="pool"``) over a small Python thread pool.
+Without a recognised OpenBLAS (another BLAS vendor) the thread count is left alone and the split
+is skipped; without its ILP64 ``cblas_sgemm`` export the pool is used.
 On the ``region`` path the panels are sized for OpenBLAS's small-matrix kernel where that is
 possible (:func:`panel_plan`), which skips the packing of the operands.
 A ``finish`` callback lets a caller apply its epilogue to each panel on the thread that has
@@ -39,6 +39,11 @@ import numpy as np
 SPLIT_MIN_FLOPS = 3e7
 # The same inside one Numba parallel loop on the OpenMP layer, whose launch costs 1-2 us.
 REGION_SPLIT_MIN_FLOPS = 2e6
+# ... or from this many bytes of operands: a product with few flops per byte (a matrix-vector
+# product) is bound by memory, and two cores stream it faster than one. ResNet-18's classifier
+# [1, 512] @ [512, 1000] (1 MFLOP, 2 MB of weights, from memory every run), 2 threads, in the
+# model, 30 interleaved runs: 259 -> 137 us.
+REGION_SPLIT_MIN_BYTES = 1 << 19
 F32 = np.dtype(np.float32)
 
 
@@ -177,14 +182,16 @@ def region_plan(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int) -> 
     :func:`.kernels.sgemm.gemm_panels` for ``out = a @ b`` (2-D or 3-D, ``a`` and ``b`` may have
     fewer axes and broadcast); None when it does not fit: not float32, ``out`` not
     C-contiguous, strides BLAS cannot take, an empty product, or one too small to split
-    (``REGION_SPLIT_MIN_FLOPS``: one sgemm on the calling thread is the plain path)."""
+    (under ``REGION_SPLIT_MIN_FLOPS`` and ``REGION_SPLIT_MIN_BYTES``: one sgemm on the calling
+    thread is the plain path)."""
     if out.ndim not in (2, 3) or out.dtype != F32 or not out.flags.c_contiguous or \
             a.dtype != F32 or b.dtype != F32 or a.ndim > out.ndim or b.ndim > out.ndim:
         return None
     m, n = out.shape[-2], out.shape[-1]
     k = a.shape[-1]
     batch = out.shape[0] if out.ndim == 3 else 1
-    if min(m, n, k, batch) == 0 or 2.0 * m * n * k * batch < REGION_SPLIT_MIN_FLOPS:
+    if min(m, n, k, batch) == 0 or (2.0 * m * n * k * batch < REGION_SPLIT_MIN_FLOPS and
+                                    4.0 * (m + n) * k * batch < REGION_SPLIT_MIN_BYTES):
         return None
     ops = []
     for x in (a, b):
