@@ -106,6 +106,33 @@ def test_fused_direct_few(act, params, residual, c_in, stride, pads, x_hw, k):
     check_node(model, feeds, must_run=(f"direct{k}x{k}_few",))
 
 
+@pytest.mark.parametrize(("act", "params"), FUSED_ACTS[:3])
+@pytest.mark.parametrize("z_shape", [None, "full", "broadcast"])
+@pytest.mark.parametrize(("pads", "x_hw"), [
+    ([1, 1, 1, 1], (12, 12)),     # ResNet's downsampling layers: even sides
+    ([1, 0, 0, 1], (11, 9)),      # odd sides, uneven padding
+    ([0, 2, 2, 0], (7, 10)),      # padding wider than the kernel's reach
+])
+def test_fused_im2col_s2(act, params, z_shape, pads, x_hw):
+    """im2col_s2 (3x3 stride 2 through parity planes; the junk column of each output row is
+    computed and dropped): bias and activation in its last pass, a residual (full or
+    broadcast, then the activation) in the epilogue pass; N = 2 (the planes are refilled)."""
+    h, wd = x_hw
+    w = numpy_helper.from_array(rand(6, 5, 3, 3), "W")
+    b = numpy_helper.from_array(rand(6), "B")
+    oh = (h + pads[0] + pads[2] - 3) // 2 + 1
+    ow = (wd + pads[1] + pads[3] - 3) // 2 + 1
+    z = {"full": (2, 6, oh, ow), "broadcast": (1, 6, 1, ow), None: None}[z_shape]
+    inputs = ["X", "W", "B"] + (["Z"] if z else [])
+    node = helper.make_node("FusedConv", inputs, ["Y"], name="n0", domain="refmnn", pads=pads,
+                            strides=[2, 2], activation=act, **params)
+    decl = [("X", F, (2, 5, h, wd))] + ([("Z", F, z)] if z else [])
+    model = make_model([node], decl, [("Y", F, None)], initializers=[w, b],
+                       extra_opsets=[("refmnn", 1)])
+    feeds = {"X": rand(2, 5, h, wd), **({"Z": rand(*z)} if z else {})}
+    check_node(model, feeds, must_run=("im2col_s2", "im2col_gemm"))
+
+
 def test_direct_few_apply_to_few_channels_only():
     """Five input channels, a group, another kernel size, dilation or stride 3 rule
     direct3x3_few and direct7x7_few out."""

@@ -1,4 +1,4 @@
-"""2-D convolution (Conv-1/11, NCHW, float32), ten schemes chosen by cost.
+"""2-D convolution (Conv-1/11, NCHW, float32), twelve schemes chosen by cost.
 
 Notation: input ``[N, C, H, W]``, weights ``[OC, C/g, KH, KW]``, output ``[N, OC, OH, OW]``,
 ``g`` groups, ``K = (C/g) * KH * KW`` the reduction length, ``MACS = N * OC * OH * OW * K``.
@@ -32,7 +32,10 @@ mobilenet_v2 8.35 / 7.38 / 7.32 ms and mobilenet_v1 14.63 / 12.98 / 12.91 ms.
     (:class:`GemmConv`; against a separate epilogue pass, per node, 2 threads: no change beyond
     noise on MobileNet-v2's first conv or ResNet-18's ten im2col convs). Cost: ``2 * MACS``
     (sgemm, on ``OH*OW`` columns rounded up to 16: :func:`.conv_base.gemm_macs`)
-    ``+ 4 * N * C * KH * KW * OH * OW`` (packing traffic) ``+ 2e6 * N * g`` (per-group
+    ``+ 4 * N * C * KH * KW * OH * OW`` (packing traffic) ``+ LOOP * N * C * KH * KW * OH``
+    (a row loop per matrix row and output row: ResNet-18's three 3x3 stride-2 layers, 16128
+    such loops each, packed in 188-204 us whatever their length, 2 threads)
+    ``+ 2e6 * N * g`` (per-group
     launch and sgemm overhead, ~40 us: it rules the scheme out for depthwise layers, where 960
     groups took 60 ms against 0.6 ms).
 ``gemm_1x1`` -- 1x1 kernel, stride 1, no padding, one group: the input plane already *is* the
@@ -61,6 +64,8 @@ mobilenet_v2 8.35 / 7.38 / 7.32 ms and mobilenet_v1 14.63 / 12.98 / 12.91 ms.
 ``direct3x3_few``, ``direct7x7_few`` -- 3x3 or 7x7, one group, at most four input channels (a
     first layer on an RGB image: MobileNet's and SqueezeNet's 3x3, ResNet's 7x7), in
     :mod:`.conv_direct_few`.
+``im2col_s2`` -- 3x3, stride 2, one group (ResNet's downsampling layers): im2col_gemm with its
+    matrix rows copied whole from zero-padded parity planes, in :mod:`.conv_im2col_s2`.
 
 ``LOOP`` (:mod:`.conv_base`) prices each inner loop a scheme starts: on rows of 7..56 elements
 its setup and LLVM's scalar remainder cost as much as the vectorised part, which ``MACS`` alone
@@ -87,6 +92,8 @@ from refmnn.backends.numba.kernels.conv_depthwise3x3 import (Depthwise3x3Conv,
                                                              depthwise3x3_cost,
                                                              depthwise3x3_same_cost,
                                                              is_depthwise_3x3_same)
+from refmnn.backends.numba.kernels.conv_im2col_s2 import (Im2colS2Conv, im2col_s2_cost,
+                                                          is_im2col_s2)
 from refmnn.backends.numba.kernels.conv_winograd import (Winograd23Conv, Winograd43Conv,
                                                          winograd23_cost, winograd43_cost)
 from refmnn.backends.numba.kernels.fused import epilogue_ok, epilogue_rows
@@ -423,7 +430,8 @@ def _im2col_cost(spec: NodeSpec) -> float:
     n, c, _, _ = (int(d) for d in spec.inputs[0].shape)
     kh, kw, *_, g = conv_params(spec)
     oh, ow = (int(d) for d in spec.outputs[0].shape[2:])
-    return 2 * gemm_macs(spec) + 4.0 * n * c * kh * kw * oh * ow + 10 * GEMM_CALL * n * g
+    return (2 * gemm_macs(spec) + 4.0 * n * c * kh * kw * oh * ow + LOOP * n * c * kh * kw * oh
+            + 10 * GEMM_CALL * n * g)
 
 
 def _gemm_1x1_cost(spec: NodeSpec) -> float:
@@ -439,6 +447,9 @@ def _schemes(fused: bool) -> tuple[Scheme, ...]:
                doc="prange over (n, oc), tap-by-tap row updates"),
         Scheme("im2col_gemm", lambda b, s: Im2colConv(b), applies=when(is_2d), cost=_im2col_cost,
                doc="pack receptive fields into WORKSPACE, one BLAS sgemm per group"),
+        Scheme("im2col_s2", lambda b, s: Im2colS2Conv(b), applies=when(is_im2col_s2),
+               cost=im2col_s2_cost,
+               doc="3x3 stride 2: im2col rows copied whole from parity planes, one sgemm"),
         Scheme("gemm_1x1", lambda b, s: Gemm1x1Conv(b), applies=when(is_1x1), cost=_gemm_1x1_cost,
                doc="1x1 stride 1: one BLAS sgemm per image, no packing"),
         Scheme("depthwise", lambda b, s: DepthwiseConv(b), applies=when(is_depthwise),
