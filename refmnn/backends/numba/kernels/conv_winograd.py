@@ -70,7 +70,7 @@ import numpy as np
 from numba import njit, prange
 
 from refmnn.backends.base import NodeSpec, Storage
-from refmnn.backends.numba.kernels._common import PARALLEL_LOCK, PJIT
+from refmnn.backends.numba.kernels._common import JIT, PARALLEL_LOCK, PJIT
 from refmnn.backends.numba.kernels.conv_base import GEMM_CALL, ConvBase, gemm_columns
 from refmnn.backends.numba.kernels.fused import NONE, activate_row
 
@@ -82,6 +82,30 @@ WINOGRAD_U_READ = 20.0  # per element of U streamed by the sgemms (once per imag
 
 # G (4x3), B^T (4x4), A^T (2x4) of F(2, 3)
 WG = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], dtype=np.float64)
+
+
+@njit(inline="always", **JIT)
+def store_tile_rows(y, plane, z, has_z, n, oc, tiles_w, act, alpha, lo, hi):
+    """The output transforms' last step: ``y [m, m * tiles]`` holds row ``r`` of every m x m
+    output tile, each tile's ``m`` values side by side, so row ``oh`` of the output plane is
+    the contiguous line ``y[oh % m, m * (oh // m) * tiles_w:]``; copy its first OW values into
+    ``plane``, adding the residual ``z[n, oc]`` (when ``has_z``, shaped like the output) and
+    activating (all of ``y`` at once when there is no residual)."""
+    m = y.shape[0]
+    ow_n = plane.shape[1]
+    if not has_z:
+        activate_row(y.reshape(-1), act, alpha, lo, hi)
+    for oh in range(plane.shape[0]):
+        line = y[oh % m, m * (oh // m) * tiles_w:]
+        dst = plane[oh]
+        if has_z:
+            res = z[n, oc, oh]
+            for k in range(ow_n):
+                dst[k] = line[k] + res[k]
+            activate_row(dst, act, alpha, lo, hi)
+        else:
+            for k in range(ow_n):
+                dst[k] = line[k]
 
 
 @njit(**PJIT)
@@ -138,7 +162,7 @@ def winograd23_output(m, bias, z, has_z, out, n, tiles_h, tiles_w, act, alpha, l
     """out[n, oc, 2x2 tile] = act(A^T M A + bias (+ z)), clipped at the output border: the
     loops of :func:`winograd43_output` (all tiles of a channel at once; each tile row's output
     rows contiguous lines of ``y``) for 4x4 tiles."""
-    oc_n, oh_n, ow_n = out.shape[1], out.shape[2], out.shape[3]
+    oc_n = out.shape[1]
     tiles = tiles_h * tiles_w
     for oc in prange(oc_n):
         b = bias[oc]
@@ -158,19 +182,7 @@ def winograd23_output(m, bias, z, has_z, out, n, tiles_h, tiles_w, act, alpha, l
             for t in range(tiles):
                 yr[2 * t + 0] = e0[t] + e1[t] + e2[t] + b
                 yr[2 * t + 1] = e1[t] - e2[t] - e3[t] + b
-        if not has_z:
-            activate_row(y.reshape(-1), act, alpha, lo, hi)
-        for oh in range(oh_n):
-            line = y[oh % 2, 2 * (oh // 2) * tiles_w:]
-            dst = plane[oh]
-            if has_z:
-                res = z[n, oc, oh]
-                for k in range(ow_n):
-                    dst[k] = line[k] + res[k]
-                activate_row(dst, act, alpha, lo, hi)
-            else:
-                for k in range(ow_n):
-                    dst[k] = line[k]
+        store_tile_rows(y, plane, z, has_z, n, oc, tiles_w, act, alpha, lo, hi)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -261,7 +273,7 @@ def winograd43_output(m, bias, z, has_z, out, n, tiles_h, tiles_w, act, alpha, l
     the four values of a tile in four planes instead (a gather to copy a row out) 93, 54, 38,
     47.
     """
-    oc_n, oh_n, ow_n = out.shape[1], out.shape[2], out.shape[3]
+    oc_n = out.shape[1]
     tiles = tiles_h * tiles_w
     for oc in prange(oc_n):
         b = bias[oc]
@@ -285,19 +297,7 @@ def winograd43_output(m, bias, z, has_z, out, n, tiles_h, tiles_w, act, alpha, l
                 yr[4 * t + 1] = e1[t] - e2[t] + TWO * (e3[t] - e4[t]) + b
                 yr[4 * t + 2] = e1[t] + e2[t] + FOUR * (e3[t] + e4[t]) + b
                 yr[4 * t + 3] = e1[t] - e2[t] + EIGHT * (e3[t] - e4[t]) + e5[t] + b
-        if not has_z:
-            activate_row(y.reshape(-1), act, alpha, lo, hi)
-        for oh in range(oh_n):
-            line = y[oh % 4, 4 * (oh // 4) * tiles_w:]
-            dst = plane[oh]
-            if has_z:
-                res = z[n, oc, oh]
-                for k in range(ow_n):
-                    dst[k] = line[k] + res[k]
-                activate_row(dst, act, alpha, lo, hi)
-            else:
-                for k in range(ow_n):
-                    dst[k] = line[k]
+        store_tile_rows(y, plane, z, has_z, n, oc, tiles_w, act, alpha, lo, hi)
 
 
 class WinogradConv(ConvBase):
