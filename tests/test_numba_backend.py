@@ -12,6 +12,7 @@ only the first run of this file pays the JIT.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import subprocess
@@ -493,6 +494,71 @@ def test_panel_plan_rule():
         parts, by_cols = panel_plan(m, n, k, batch, 2)
         assert parts % (2 // math.gcd(batch, 2)) == 0 and parts <= 2 * MAX_TILES
         assert _largest_panel(m, n, k, parts, by_cols) <= SMALL_MNK
+
+
+def test_mkl_panel_plan_rule():
+    """MKL's panels are rows while each keeps 16 rows, more of them where a thread's share of
+    the output passes MKL_PANEL_BYTES, otherwise columns (see :func:`_blas.mkl_panel_plan`)."""
+    from refmnn.backends.numba._blas import MKL_PANEL_BYTES, mkl_panel_plan
+
+    assert mkl_panel_plan(128, 1536, 384, 1, 2) == (2, False)   # BERT's FFN: one per thread
+    assert mkl_panel_plan(96, 12544, 16, 1, 2) == (6, False)    # 4.8 MB of output: 3 each
+    assert mkl_panel_plan(24, 3136, 144, 1, 2) == (2, True)     # 12 rows each: columns
+    assert mkl_panel_plan(256, 16, 256, 36, 2) == (1, False)    # Winograd batch: whole items
+    assert mkl_panel_plan(20, 30, 40, 3, 2) == (2, True)        # odd batch, few rows: halves
+    for m, n in ((96, 12544), (4096, 4096), (40, 100000), (1000, 169)):
+        parts, by_cols = mkl_panel_plan(m, n, 64, 1, 2)
+        assert parts % 2 == 0 and (by_cols or m // parts >= 16)
+    assert mkl_panel_plan(4096, 4096, 64, 1, 2) == (32, False)  # at most MAX_TILES each
+    assert 4 * 1000 * 169 / 2 <= MKL_PANEL_BYTES  # SqueezeNet's classifier: one each
+    assert mkl_panel_plan(1000, 169, 512, 1, 2) == (2, False)
+
+
+_SGEMM_CHILD = """
+import json, sys
+import numpy as np
+from refmnn.backends.numba import _blas
+kernel = _blas.sgemm()
+gemm = _blas.Gemm(2, True, True)
+rng = np.random.default_rng(0)
+a, b = rng.standard_normal((96, 64), np.float32), rng.standard_normal((64, 3000), np.float32)
+out = np.full((96, 3000), np.nan, np.float32)
+gemm.begin()
+try:
+    gemm(a, b, out)
+finally:
+    gemm.end()
+want = a.astype(np.float64) @ b.astype(np.float64)
+err = float(np.linalg.norm(out - want) / np.linalg.norm(want))
+print(json.dumps({"name": kernel.name, "region": gemm.region is not None, "err": err}))
+"""
+
+
+def _sgemm_child(choice: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "REFMNN_SGEMM": choice}
+    return subprocess.run([sys.executable, "-c", _SGEMM_CHILD], env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.mark.parametrize("choice", ["openblas", "mkl"])
+def test_sgemm_library_is_chosen_per_process(choice):
+    """``REFMNN_SGEMM`` picks the library the region panels call (one per process: LLVM links
+    one address), and either gives NumPy's product."""
+    from refmnn.backends.numba import _blas
+
+    if choice == "mkl" and _blas._mkl_sgemm() is None:
+        pytest.skip("no libmkl_rt with cblas_sgemm_64 here (pip install mkl)")
+    done = _sgemm_child(choice)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["name"] == choice and result["region"]
+    assert result["err"] <= 1e-5
+
+
+def test_sgemm_choice_rejects_unknown_names():
+    done = _sgemm_child("atlas")
+    assert done.returncode != 0
+    assert "REFMNN_SGEMM='atlas': expected auto, mkl or openblas" in done.stderr
 
 
 @pytest.mark.parametrize(("ta", "tb", "batch", "shape"), [

@@ -13,9 +13,10 @@ Configuration (:class:`refmnn.backends.BackendConfig`):
 
 * ``threads``: Numba's worker threads for ``prange`` loops (``numba.set_num_threads`` in
   :meth:`NumbaBackend.begin_run`), capped at ``NUMBA_NUM_THREADS`` (default: all cores). The
-  BLAS GEMMs of the ``*gemm*``, ``winograd`` and ``blas`` schemes run NumPy's OpenBLAS sgemm
-  held at one thread during the run, split into ``threads`` panels by refmnn (see
-  :mod:`refmnn.backends.numba._blas` for why).
+  BLAS GEMMs of the ``*gemm*``, ``winograd`` and ``blas`` schemes run a one-thread sgemm
+  (MKL's on Intel CPUs where the ``mkl`` wheel is installed, else NumPy's OpenBLAS held at one
+  thread during the run; ``REFMNN_SGEMM`` forces one), split into ``threads`` panels by refmnn
+  (see :mod:`refmnn.backends.numba._blas` for why and for the figures).
 * ``options["gemm"]``: ``"split"`` (default): on the OpenMP (or TBB) layer the panels run inside
   one Numba parallel loop, each worker calling ``cblas_sgemm`` and the fused epilogue itself
   (:mod:`.kernels.sgemm`: one 1-2 us launch per product); on ``workqueue`` over refmnn's own

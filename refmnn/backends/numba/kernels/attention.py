@@ -200,9 +200,9 @@ class FusedAttention(Kernel):
         import numba
 
         if self.use_blas:
-            from refmnn.backends.numba._blas import openblas
+            from refmnn.backends.numba._blas import sgemm as blas
 
-            sgemm.register(openblas().sgemm64)
+            sgemm.register(blas().address)
         q, kt, v, y = _operands(spec)
         batch = y[0][:-2]
         self.sq, self.d, self.sk, self.dv = q[0][-2], q[0][-1], kt[0][-1], v[0][-1]
@@ -275,9 +275,9 @@ def _applies(spec: NodeSpec) -> bool:
 def _blas_applies(spec: NodeSpec) -> bool:
     """BLAS needs each head's matrices with a unit stride: Q's, V's and Y's along their last
     axis, KT's along either (K's rows are sgemm's transposed B)."""
-    from refmnn.backends.numba._blas import openblas
+    from refmnn.backends.numba._blas import sgemm as blas
 
-    if not _applies(spec) or openblas().sgemm64 is None or min(_dims(spec)[1:]) <= 0:
+    if not _applies(spec) or blas() is None or min(_dims(spec)[1:]) <= 0:
         return False
     (_, q), (_, kt), (_, v), (_, y) = _operands(spec)
     return q[-1] == 1 and 1 in kt[-2:] and v[-1] == 1 and y[-1] == 1

@@ -1,8 +1,9 @@
 """BLAS sgemm called from inside Numba's parallel loops (the OpenMP layer's GEMM path).
 
 Numba's ``np.dot`` needs SciPy's BLAS bindings, which refmnn does not depend on; NumPy's own
-OpenBLAS exports ``cblas_sgemm`` (``scipy_cblas_sgemm64_`` in NumPy 2 wheels, 64-bit integers).
-Its address is registered with LLVM under a fixed name (:func:`register`) and the kernels
+OpenBLAS exports ``cblas_sgemm`` (``scipy_cblas_sgemm64_`` in NumPy 2 wheels, 64-bit integers),
+and so does MKL (``cblas_sgemm_64``; :func:`refmnn.backends.numba._blas.sgemm` picks one per
+process). Its address is registered with LLVM under a fixed name (:func:`register`) and the kernels
 declare it as an external function, so the compiled code links by name and stays cacheable.
 
 :func:`gemm_panels` splits ``out[b] = a[b] @ b[b]`` into ``parts`` column or row panels per
