@@ -143,7 +143,8 @@ def mkl_panel_plan(m: int, n: int, k: int, batch: int, threads: int) -> tuple[in
     base = threads // math.gcd(batch, threads)
     if m // base < 16:
         return base, True
-    tiles = min(MAX_TILES, max(1, -(-4 * m * n // (base * MKL_PANEL_BYTES))), max(1, m // (16 * base)))
+    per_output = max(1, -(-4 * m * n // (base * MKL_PANEL_BYTES)))
+    tiles = min(MAX_TILES, per_output, max(1, m // (16 * base)))
     return base * tiles, False
 
 
