@@ -85,6 +85,23 @@ WG = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], dtype=n
 
 
 @njit(inline="always", **JIT)
+def load_tile_rows(rows, src, top, h, lo, hi, pl):
+    """Copy input rows ``top .. top + len(rows) - 1`` of the plane ``src`` into ``rows``, columns
+    ``[lo, hi)`` (shifted right by the left padding ``pl``); rows outside the plane become 0.
+    The input transforms of F(2,3) (4 rows per tile row) and F(4,3) (6) share it."""
+    for i in range(rows.shape[0]):
+        ih = top + i
+        dst = rows[i, lo:hi]
+        if 0 <= ih < h:
+            seg = src[ih, lo - pl:hi - pl]
+            for k in range(hi - lo):
+                dst[k] = seg[k]
+        else:
+            for k in range(hi - lo):
+                dst[k] = 0
+
+
+@njit(inline="always", **JIT)
 def store_tile_rows(y, plane, z, has_z, n, oc, tiles_w, act, alpha, lo, hi):
     """The output transforms' last step: ``y [m, m * tiles]`` holds row ``r`` of every m x m
     output tile, each tile's ``m`` values side by side, so row ``oh`` of the output plane is
@@ -129,16 +146,7 @@ def winograd23_input(x, n, pt, pl, tiles_h, tiles_w, v):
         tmp = np.empty((4, width), dtype=np.float32)
         src = x[n, c]
         for th in range(tiles_h):
-            for i in range(4):
-                ih = th * 2 - pt + i
-                dst = rows[i, lo:hi]
-                if 0 <= ih < h:
-                    seg = src[ih, lo - pl:hi - pl]
-                    for k in range(hi - lo):
-                        dst[k] = seg[k]
-                else:
-                    for k in range(hi - lo):
-                        dst[k] = 0
+            load_tile_rows(rows, src, th * 2 - pt, h, lo, hi, pl)
             for j in range(width):  # tmp = B^T rows
                 d0, d1, d2, d3 = rows[0, j], rows[1, j], rows[2, j], rows[3, j]
                 tmp[0, j] = d0 - d2
@@ -224,16 +232,7 @@ def winograd43_input(x, n, pt, pl, tiles_h, tiles_w, v):
         tmp = np.empty((6, width), dtype=np.float32)
         src = x[n, c]
         for th in range(tiles_h):
-            for i in range(6):
-                ih = th * 4 - pt + i
-                dst = rows[i, lo:hi]
-                if 0 <= ih < h:
-                    seg = src[ih, lo - pl:hi - pl]
-                    for k in range(hi - lo):
-                        dst[k] = seg[k]
-                else:
-                    for k in range(hi - lo):
-                        dst[k] = 0
+            load_tile_rows(rows, src, th * 4 - pt, h, lo, hi, pl)
             for j in range(width):  # tmp = B^T rows
                 d0, d1, d2, d3, d4, d5 = (rows[0, j], rows[1, j], rows[2, j], rows[3, j],
                                           rows[4, j], rows[5, j])
