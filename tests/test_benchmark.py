@@ -122,3 +122,24 @@ def test_worker_thread_environment_limits_every_runtime_incl_pocl():
                 "POCL_MAX_PTHREAD_COUNT", "POCL_CPU_MAX_CU_NUM"):
         assert env[var] == "1", var
     assert env["PATH"] == "/bin"
+
+
+def test_torch_cuda_peer_is_known_but_only_run_when_asked(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """``torch-cuda`` is accepted by --peers (not among the defaults) and is reported, not
+    dropped, where there is no GPU; a file model is not applicable to it (no nn.Module)."""
+    assert "torch-cuda" not in engines.PEERS and "torch-cuda" in engines.OPTIONAL_PEERS
+    peer = engines.get("torch-cuda")
+    assert peer.name == "torch-cuda"
+    spec = engines.ModelSpec("tiny", "tiny.onnx", zoo=False, inputs=(), outputs=())
+    monkeypatch.setattr(engines, "_installed", lambda m: True)
+    assert peer.unavailable(spec)[0] == "not-applicable"
+    zoo_spec = engines.ModelSpec("resnet18", "r.onnx", zoo=True, inputs=(), outputs=())
+    monkeypatch.setattr(engines.Path, "glob", lambda self, pattern: iter(()))
+    assert peer.unavailable(zoo_spec) == ("not-applicable",
+                                          "no NVIDIA GPU device (/dev/nvidia*) on this machine")
+    monkeypatch.setattr(engines.Path, "glob", lambda self, pattern: iter([self / "nvidia0"]))
+    assert peer.unavailable(zoo_spec) is None
+    code = cli.main([str(_tiny_model(tmp_path / "tiny.onnx")), "--peers", "torch-cuda,gpu-x",
+                     "--out", str(tmp_path / "out"), "--no-progress"])
+    assert code == 2  # an unknown peer is refused before anything runs

@@ -290,6 +290,25 @@ def test_refmnn_conformance_command(tmp_path, monkeypatch):
     assert argv[5] == "refmnn_conformance" and "--backend" in argv and "acme" in argv
     assert ["-n", "2"] == argv[argv.index("-n"):argv.index("-n") + 2] and "onnx" in argv
     assert cli.main(["--backend", "reference", "-k", "Relu"]) == 0
+    assert main(["conformance", "--backend", "opencl", "--device", "1", "--option", "tune=off",
+                 "--option", "platform=NVIDIA"]) == 0
+    argv = seen[-1]
+    assert argv[argv.index("--device") + 1] == "1"
+    options = [argv[i + 1] for i, a in enumerate(argv) if a == "--option"]
+    assert options == ["tune=off", "platform=NVIDIA"]
+
+
+def test_backend_settings_reach_the_backend_and_the_report(tmp_path):
+    """--device and --option become the BackendConfig the cases run with (named in the report,
+    so that a run can be repeated); a malformed --option stops the run before any case."""
+    done = run_suite(tmp_path, None, "--backend", "reference", "--source", "refmnn", "--xfails",
+                     str(EXPECTATIONS), "-k", "Relu", "--option", "arena=on", "--option",
+                     "note = kept", "--report", str(tmp_path / "r"))
+    assert done.returncode == 0, done.stdout[-3000:]
+    markdown = (tmp_path / "r" / "report.md").read_text()
+    assert "**options**: arena=on, note=kept" in markdown
+    done = run_suite(tmp_path, None, "--backend", "reference", "-k", "Relu", "--option", "tune")
+    assert done.returncode != 0 and "--option 'tune': expected KEY=VALUE" in done.stderr
 
 
 @pytest.mark.slow

@@ -496,6 +496,26 @@ def test_panel_plan_rule():
         assert _largest_panel(m, n, k, parts, by_cols) <= SMALL_MNK
 
 
+def test_sgemm_panel_plan_follows_the_library():
+    """The region panels are cut for the library the process calls: OpenBLAS's small-matrix
+    tiles only on the cores that have that kernel (SMALL_MATRIX_CORES), else one panel per
+    thread; MKL's rows (see :meth:`_blas.Sgemm.panel_plan`)."""
+    from refmnn.backends.numba import _blas
+
+    shape = (96, 12544, 16, 1, 2)  # MobileNetV2's expand
+    assert _blas.Sgemm("openblas", 0, small_matrix=True).panel_plan(*shape) == (20, True)
+    assert _blas.Sgemm("openblas", 0).panel_plan(*shape) == _blas.thread_panels(*shape) \
+        == (2, True)
+    assert _blas.Sgemm("mkl", 0).panel_plan(*shape) == _blas.mkl_panel_plan(*shape) == (6, False)
+    assert _blas.thread_panels(256, 16, 256, 36, 2) == (1, False)  # Winograd batch: whole items
+    assert _blas.thread_panels(11, 40, 13, 3, 2) == (2, True)      # 3 items on 2 threads: halves
+    assert _blas.thread_panels(197, 576, 192, 1, 2) == (2, False)  # ViT-Tiny's qkv: rows
+    kernel, lib = _blas.sgemm(), _blas.openblas()
+    if kernel is not None and kernel.name == "openblas":
+        assert lib.core, "OpenBLAS exports get_corename: the core should be known"
+        assert kernel.small_matrix == (lib.core.lower() in _blas.SMALL_MATRIX_CORES)
+
+
 def test_mkl_panel_plan_rule():
     """MKL's panels are rows while each keeps 16 rows, more of them where a thread's share of
     the output passes MKL_PANEL_BYTES, otherwise columns (see :func:`_blas.mkl_panel_plan`)."""
@@ -569,10 +589,14 @@ def test_sgemm_choice_rejects_unknown_names():
     (False, False, 0, (130, 20, 150)), (True, True, 0, (131, 9, 140)),  # row panels, n >= m
 ])
 @pytest.mark.parametrize("epilogue", [None, "rows", "cols"])
-def test_gemm_in_region(ta, tb, batch, shape, epilogue, monkeypatch):
+@pytest.mark.parametrize("small_matrix", [True, False], ids=["tiles", "per-thread"])
+def test_gemm_in_region(ta, tb, batch, shape, epilogue, small_matrix, monkeypatch):
     """Gemm's ``region`` path (sgemm per panel inside one prange, epilogue per panel, the bias
     per row as a conv's or per column as a MatMul's) against NumPy: transposed operands,
-    batches (shared and broadcast weights), odd panel sizes."""
+    batches (shared and broadcast weights), odd panel sizes -- under both OpenBLAS panel plans
+    (small-matrix tiles and one panel per thread), whichever this CPU's core takes."""
+    import dataclasses
+
     from refmnn.backends.numba import _blas
     from refmnn.backends.numba.kernels import fused
 
@@ -580,6 +604,10 @@ def test_gemm_in_region(ta, tb, batch, shape, epilogue, monkeypatch):
     gemm = _blas.Gemm(2, True, True)
     if gemm.region is None:
         pytest.skip("no ILP64 cblas_sgemm in NumPy's OpenBLAS")
+    if gemm.kernel.name == "openblas":
+        gemm.kernel = dataclasses.replace(gemm.kernel, small_matrix=small_matrix)
+    elif not small_matrix:
+        pytest.skip("MKL has one panel plan (test_mkl_panel_plan_rule)")
     m, k, n = shape
     lead = (batch,) if batch else ()
     a = rand(*lead, k, m).swapaxes(-1, -2) if ta else rand(*lead, m, k)

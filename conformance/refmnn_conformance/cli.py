@@ -4,7 +4,7 @@
 
     refmnn conformance --backend NAME [--report DIR] [--xfails FILE] [-n N] [-k EXPR]
                        [--source refmnn|onnx|all] [--precision low|normal|high] [--strict-xfails]
-                       [-- extra pytest arguments]
+                       [--device DEV] [--option KEY=VALUE ...] [-- extra pytest arguments]
 
 Exit status is pytest's: 0 when every judged case conforms.
 """
@@ -27,6 +27,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-k", dest="keyword", metavar="EXPR", help="pytest -k selection")
     parser.add_argument("--source", choices=("refmnn", "onnx", "all"), default="all")
     parser.add_argument("--precision", choices=("high", "normal", "low"), default="normal")
+    parser.add_argument("--device", metavar="DEV",
+                        help="the backend's BackendConfig.device (a name or an index)")
+    parser.add_argument("--option", dest="options", metavar="KEY=VALUE", action="append",
+                        default=[], help="a BackendConfig.options entry (repeatable), e.g. "
+                                         "tune=off for the opencl backend")
     parser.add_argument("-q", "--quiet", action="store_true", help="less pytest output")
     parser.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
     return parser
@@ -41,6 +46,10 @@ def pytest_argv(args: argparse.Namespace) -> list[str]:
         argv += ["--xfails", args.xfails]
     if args.strict_xfails:
         argv.append("--strict-xfails")
+    if args.device is not None:
+        argv += ["--device", args.device]
+    for option in args.options:
+        argv += ["--option", option]
     if args.workers:
         argv += ["-n", str(args.workers)]
     if args.keyword:

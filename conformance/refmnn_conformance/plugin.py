@@ -36,6 +36,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--precision", dest="refmnn_precision", default="normal",
                     choices=("high", "normal", "low"),
                     help="the backend's BackendConfig.precision; 'low' judges float32 as float16")
+    group.addoption("--device", dest="refmnn_device", default=None, metavar="DEV",
+                    help="the backend's BackendConfig.device (a name, or an index)")
+    group.addoption("--option", dest="refmnn_options", action="append", default=[],
+                    metavar="KEY=VALUE", help="a BackendConfig.options entry (repeatable)")
     group.addoption("--source", dest="refmnn_source", default="all", choices=("refmnn", "onnx", "all"),
                     help="which cases: refmnn's own (with the contract checks), the ONNX node tests, or all")
 
@@ -60,6 +64,8 @@ def backend_header(config: pytest.Config) -> dict[str, str]:
 
     return {"backend": opts.backend, "version": info.version or "?", "distribution": info.distribution or "?",
             "device": device, "precision": opts.precision, "source": opts.source,
+            **({"options": ", ".join(f"{k}={v}" for k, v in sorted(opts.config.options.items()))}
+               if opts.config.options else {}),
             "refmnn": getattr(refmnn, "__version__", "?"), "numpy": numpy.__version__}
 
 

@@ -40,7 +40,22 @@ class Options:
         self.source: str = config.getoption("refmnn_source")
         self.precision: str = config.getoption("refmnn_precision")
         self.registry = BackendRegistry()
-        self.config = BackendConfig(precision=self.precision)
+        device = config.getoption("refmnn_device")
+        self.config = BackendConfig(precision=self.precision,
+                                    device=int(device) if device and device.isdigit() else device,
+                                    options=_key_values(config.getoption("refmnn_options")))
+
+
+def _key_values(items: list[str]) -> dict[str, str]:
+    """``["tune=off", ...]`` (``--option``) as BackendConfig.options; a malformed one is a usage
+    error pytest reports before anything runs."""
+    found: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise pytest.UsageError(f"--option {item!r}: expected KEY=VALUE")
+        found[key.strip()] = value.strip()
+    return found
 
 
 def options(config: pytest.Config) -> Options:

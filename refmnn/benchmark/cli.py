@@ -56,7 +56,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                              f"{','.join(engines_mod.refmnn_backends())}; 'none' for none)")
     parser.add_argument("--peers", type=_name_list, default=list(engines_mod.PEERS),
                         help="peer engines, comma-separated, from "
-                             f"{','.join(engines_mod.PEERS)} (default: all; 'none' for none)")
+                             f"{','.join(engines_mod.PEERS + engines_mod.OPTIONAL_PEERS)} "
+                             f"(default: {','.join(engines_mod.PEERS)}; 'none' for none)")
     parser.add_argument("--threads", type=_int_list, default=[1],
                         help="thread counts, comma-separated (default: 1)")
     parser.add_argument("--repeat", type=int, default=20, help="timed runs (default: 20)")
@@ -109,9 +110,10 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from refmnn.benchmark.runner import ModelBench, Options
 
     backends = args.backends if args.backends is not None else list(engines_mod.refmnn_backends())
-    unknown = [p for p in args.peers if p not in engines_mod.PEERS]
+    known = engines_mod.PEERS + engines_mod.OPTIONAL_PEERS
+    unknown = [p for p in args.peers if p not in known]
     if unknown:
-        print(f"refmnn bench: unknown peer(s) {unknown}; known: {', '.join(engines_mod.PEERS)}",
+        print(f"refmnn bench: unknown peer(s) {unknown}; known: {', '.join(known)}",
               file=sys.stderr)
         return 2
     engine_names = [engines_mod.REFMNN_PREFIX + b for b in backends] + list(args.peers)

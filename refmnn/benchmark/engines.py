@@ -2,7 +2,8 @@
 
 An engine is named ``refmnn-<backend>`` (``refmnn-reference``, later ``refmnn-numba``,
 ``refmnn-opencl``: a :class:`refmnn.Session` with ``backends=(backend,)``) or by the peer's
-name: ``onnxruntime``, ``mnn``, ``onnx-reference``, ``torch``.
+name: ``onnxruntime``, ``mnn``, ``onnx-reference``, ``torch``, and ``torch-cuda`` (only when
+asked for: PyTorch on a CUDA GPU).
 
 Adapters run inside a worker process (:mod:`refmnn.benchmark.worker`) whose thread
 environment variables are already set; :meth:`Engine.prepare` builds the session and returns
@@ -33,6 +34,9 @@ RunFn = Callable[[Mapping[str, np.ndarray]], list[np.ndarray]]
 
 PEERS: tuple[str, ...] = ("onnxruntime", "mnn", "onnx-reference", "torch")
 """Peer engines, in the default order."""
+
+OPTIONAL_PEERS: tuple[str, ...] = ("torch-cuda",)
+"""Peers run only when asked for by name (``--peers``): they need hardware most machines lack."""
 
 REFMNN_PREFIX = "refmnn-"
 
@@ -267,7 +271,10 @@ class OnnxReferenceEngine(Engine):
 
 
 class TorchEngine(Engine):
-    """PyTorch eager on the zoo's own ``nn.Module`` (``inference_mode``, set_num_threads)."""
+    """PyTorch eager on the zoo's own ``nn.Module`` (``inference_mode``, set_num_threads), on
+    the CPU (``device``; :class:`TorchCudaEngine` runs it on a GPU)."""
+
+    device = "cpu"
 
     def __init__(self) -> None:
         super().__init__(name="torch", module="torch", dist="torch",
@@ -287,19 +294,25 @@ class TorchEngine(Engine):
         from refmnn import zoo
 
         torch.set_num_threads(threads)
-        module = zoo.torch_module(model.name)
+        self.configure(torch)
+        device = self.device
+        module = zoo.torch_module(model.name).to(device)
         in_names = [n for n, _, _ in model.inputs]
 
         def run(feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
             with torch.inference_mode():
-                out = module(*(torch.from_numpy(np.asarray(feeds[n])) for n in in_names))
+                out = module(*(torch.from_numpy(np.asarray(feeds[n])).to(device)
+                               for n in in_names))
             if isinstance(out, torch.Tensor):
                 out = (out,)
             elif isinstance(out, Mapping):
                 out = tuple(out.values())
-            return [t.detach().numpy() for t in out]
+            return [t.detach().cpu().numpy() for t in out]  # .cpu() waits for a GPU
 
         return run
+
+    def configure(self, torch: Any) -> None:
+        """Device settings made in the worker before the module is built (none on the CPU)."""
 
     def import_modules(self) -> None:
         import torch
@@ -310,11 +323,41 @@ class TorchEngine(Engine):
             pass
 
 
+class TorchCudaEngine(TorchEngine):
+    """PyTorch eager on a CUDA GPU, the peer of refmnn's device backends on a GPU machine: the
+    zoo's module lives on the device; each run moves its inputs there and copies its outputs
+    back (the copy waits for the GPU), so a run is timed whole, as a refmnn Session's is
+    (upload, kernels, one synchronisation at the download). TF32 is turned off for matrix
+    products and cuDNN convolutions (cuDNN's default is on), so that it computes in float32 as
+    refmnn's backends do."""
+
+    device = "cuda"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.name = "torch-cuda"
+
+    def unavailable(self, model: ModelSpec) -> tuple[str, str] | None:
+        missing = super().unavailable(model)
+        if missing:
+            return missing
+        if not any(Path("/dev").glob("nvidia[0-9]*")):  # import-free: torch loads in the worker
+            return "not-applicable", "no NVIDIA GPU device (/dev/nvidia*) on this machine"
+        return None
+
+    def configure(self, torch: Any) -> None:
+        if not torch.cuda.is_available():
+            raise RuntimeError(f"torch {torch.__version__} sees no CUDA device")
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+
+
 _PEER_FACTORIES: dict[str, Callable[[], Engine]] = {
     "onnxruntime": OnnxRuntimeEngine,
     "mnn": MnnEngine,
     "onnx-reference": OnnxReferenceEngine,
     "torch": TorchEngine,
+    "torch-cuda": TorchCudaEngine,
 }
 
 

@@ -93,10 +93,14 @@ def blas_info() -> dict[str, Any]:
     deps = (config or {}).get("Build Dependencies", {})
     blas = deps.get("blas", {})
     simd = (config or {}).get("SIMD Extensions", {})
+    from refmnn.backends.numba._blas import openblas  # ctypes only: imports no numba
+
     return {
         "name": blas.get("name", "unknown"),
         "version": blas.get("version"),
         "openblas_configuration": blas.get("openblas configuration"),
+        # the kernels OpenBLAS picked for this CPU at run time (its DYNAMIC_ARCH core)
+        "openblas_core": openblas().core or None,
         "lapack": deps.get("lapack", {}).get("name"),
         "numpy_simd_baseline": simd.get("baseline"),
         "numpy_simd_found": simd.get("found"),
@@ -164,4 +168,5 @@ def summary_line(info: dict[str, Any]) -> str:
     simd = [f for f in cpu["simd"] if f in SUMMARY_SIMD]
     return (f"{cpu['model']} ({cpu['arch']}, {cpu['usable_cores']}/{cpu['logical_cores']} cores "
             f"usable, SIMD: {' '.join(simd) or 'none listed'}); BLAS: {info['blas'].get('name')}"
-            f" {info['blas'].get('version') or ''}".rstrip())
+            f" {info['blas'].get('version') or ''}".rstrip()
+            + (f" ({core} kernels)" if (core := info["blas"].get("openblas_core")) else ""))

@@ -14,7 +14,9 @@ split), on the ``workqueue`` layer (or with ``gemm="pool"``) over a small Python
 Without a recognised OpenBLAS (another BLAS vendor) the thread count is left alone and the split
 is skipped; without its ILP64 ``cblas_sgemm`` export the pool is used.
 On the ``region`` path the panels are sized for OpenBLAS's small-matrix kernel where that is
-possible (:func:`panel_plan`), which skips the packing of the operands.
+possible (:func:`panel_plan`), which skips the packing of the operands -- on the OpenBLAS cores
+that have one (``SMALL_MATRIX_CORES``); elsewhere each thread takes one panel
+(:func:`thread_panels`).
 A ``finish`` callback lets a caller apply its epilogue to each panel on the thread that has
 just computed it (``gemm_1x1``'s bias + residual + activation), with no second launch.
 
@@ -88,6 +90,15 @@ def column_panels(m: int, n: int, k: int, parts: int) -> bool:
 # (0.96M each) 291 us (2 threads, bias + clip, median of 5 x 30 calls).
 SMALL_MNK = 100 ** 3
 MAX_TILES = 16  # panels per thread, at most
+# The OpenBLAS cores (``openblas_get_corename``) with those small-matrix kernels: SkylakeX's
+# AVX-512 kernels, which Cooperlake and SapphireRapids reuse (and Zen 4, which OpenBLAS runs
+# as SkylakeX). Haswell's and Zen's kernels have none: every panel is packed, so cutting a
+# product into many small ones only adds packing and calls. Measured on a Zen 3 EPYC (AVX2,
+# core "Haswell"), 2 threads, the models timed in alternating processes, small-matrix tiles
+# against one panel per thread (median ms; two orders): vit_tiny 46.7 / 39.0 and 51.8 / 45.7,
+# bert6 38.1 / 33.2 and 37.7 / 33.1, mobilenet_v2 12.3 / 11.3 and 13.4 / 12.4, squeezenet1_1
+# 14.6 / 14.5, resnet18 39.3 / 39.0.
+SMALL_MATRIX_CORES = frozenset({"skylakex", "cooperlake", "sapphirerapids"})
 
 
 def _largest_panel(m: int, n: int, k: int, parts: int, by_cols: bool) -> int:
@@ -100,26 +111,33 @@ def _largest_panel(m: int, n: int, k: int, parts: int, by_cols: bool) -> int:
     return -(-m // parts) * n * k
 
 
+def thread_panels(m: int, n: int, k: int, batch: int, threads: int) -> tuple[int, bool]:
+    """``(parts, by_cols)`` with one panel per thread: ``threads / gcd(batch, threads)`` per
+    product (3 attention heads on 2 threads run as 6 half-products, not as 2 + 1 whole ones),
+    cut as :func:`column_panels` says. The plan for an sgemm without a small-matrix kernel."""
+    base = threads // math.gcd(batch, threads)
+    return base, column_panels(m, n, k, base)
+
+
 def panel_plan(m: int, n: int, k: int, batch: int, threads: int) -> tuple[int, bool]:
     """``(parts, by_cols)``: into how many panels :func:`.kernels.sgemm.gemm_panels` splits
     each of ``batch`` products ``out[m, n] = a[m, k] @ b[k, n]`` on ``threads`` threads, and
     whether they are column panels.
 
-    One panel per thread (``threads / gcd(batch, threads)`` per product, so that 3 attention
-    heads on 2 threads run as 6 half-products, not as 2 + 1 whole ones), cut as
-    :func:`column_panels` says -- unless its panels are too large for OpenBLAS's small-matrix
-    kernel (``SMALL_MNK``): then the fewest multiple of that, up to ``MAX_TILES`` per thread,
-    whose panels all fit it (the threads share them out; each panel's epilogue runs right after
-    its sgemm, while it is in cache). Such narrow panels are row panels while they keep
-    at least 16 rows, or 8 rows with at most 64 columns each; otherwise column panels. Measured
+    For OpenBLAS on ``SMALL_MATRIX_CORES``. One panel per thread (:func:`thread_panels`) --
+    unless its panels are too large for OpenBLAS's small-matrix kernel (``SMALL_MNK``): then the
+    fewest multiple of that, up to ``MAX_TILES`` per thread, whose panels all fit it (the threads
+    share them out; each panel's epilogue runs right after its sgemm, while it is in cache). Such
+    narrow panels are row panels while they keep at least 16 rows, or 8 rows with at most 64
+    columns each; otherwise column panels. Measured on an AVX-512 EPYC (core SkylakeX)
     in the models at 2 threads, the zoo's products timed both ways in alternating runs (sum of
     the GEMM calls' medians per run): MobileNetV2 4370 -> 3606 us, SqueezeNet 1.1 2827 ->
     2634, ResNet-18 14077 -> 12862 (its Winograd F(4,3) batch [36 x 256, 256] @ [256, 16] 989
     -> 618), MobileNetV1 6609 -> 6444, BERT 17139 -> 16673, ViT-Tiny 13298 -> 13178; products
     with large panels but more than ``MAX_TILES`` small ones per thread keep theirs.
     """
-    base = threads // math.gcd(batch, threads)
-    plan = (base, column_panels(m, n, k, base))
+    plan = thread_panels(m, n, k, batch, threads)
+    base = plan[0]
     if _largest_panel(m, n, k, *plan) <= SMALL_MNK:
         return plan
     for tiles in range(2, MAX_TILES + 1):
@@ -154,13 +172,19 @@ MKL_PANEL_BYTES = 1 << 20
 @dataclass(frozen=True)
 class Sgemm:
     """The ILP64 ``cblas_sgemm`` that the region kernels call: ``name`` (``"mkl"`` or
-    ``"openblas"``) and the function's ``address``."""
+    ``"openblas"``), the function's ``address``, and whether it multiplies products of at most
+    ``SMALL_MNK`` without packing them (``small_matrix``: OpenBLAS on ``SMALL_MATRIX_CORES``)."""
 
     name: str
     address: int
+    small_matrix: bool = False
 
     def panel_plan(self, m: int, n: int, k: int, batch: int, threads: int) -> tuple[int, bool]:
-        plan = mkl_panel_plan if self.name == "mkl" else panel_plan
+        """How :func:`.kernels.sgemm.gemm_panels` cuts a product for this library: MKL's rows
+        (:func:`mkl_panel_plan`), OpenBLAS's small-matrix tiles (:func:`panel_plan`) or one
+        panel per thread (:func:`thread_panels`)."""
+        plan = mkl_panel_plan if self.name == "mkl" else \
+            panel_plan if self.small_matrix else thread_panels
         return plan(m, n, k, batch, threads)
 
 
@@ -222,7 +246,8 @@ def sgemm() -> Sgemm | None:
             _SGEMM.append(Sgemm("mkl", address))
         else:
             lib = openblas()
-            _SGEMM.append(Sgemm("openblas", lib.sgemm64) if lib.sgemm64 else None)
+            _SGEMM.append(Sgemm("openblas", lib.sgemm64, lib.core.lower() in SMALL_MATRIX_CORES)
+                          if lib.sgemm64 else None)
     return _SGEMM[0]
 
 
@@ -234,6 +259,7 @@ class _OpenBlas:
     def __init__(self) -> None:
         self.set = self.get = None
         self.sgemm64: int | None = None  # address of the ILP64 cblas_sgemm, if exported
+        self.core = ""  # the kernels it runs on this CPU (openblas_get_corename), if it says
         here = os.path.dirname(np.__file__)
         for path in glob.glob(os.path.join(here, "..", "numpy.libs", "*openblas*")) + \
                 glob.glob(os.path.join(here, ".dylibs", "*openblas*")):
@@ -248,6 +274,10 @@ class _OpenBlas:
                     if setter is not None and getter is not None:
                         setter.argtypes, getter.restype = [ctypes.c_int], ctypes.c_int
                         self.set, self.get = setter, getter
+                        corename = getattr(lib, f"{prefix}get_corename{suffix}", None)
+                        if corename is not None:
+                            corename.restype = ctypes.c_char_p
+                            self.core = (corename() or b"").decode(errors="replace").strip()
                         for name in ("scipy_cblas_sgemm64_", "cblas_sgemm64_"):
                             fn = getattr(lib, name, None)
                             if fn is not None:

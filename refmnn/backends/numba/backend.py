@@ -94,6 +94,7 @@ from pathlib import Path
 
 from refmnn.backends.base import Backend, BackendConfig, KernelDef, Probe
 from refmnn.backends.host import HostMemory
+from refmnn.errors import RefmnnError
 
 
 def kernel_fingerprint(root: Path | None = None) -> str:
@@ -238,4 +239,16 @@ class NumbaBackend(HostMemory, Backend):
     def describe(self) -> str:
         probe = self.probe()
         threads = self.config.threads or "default"
-        return f"numba {probe.version or '(unavailable)'} CPU, threads {threads}"
+        text = f"numba {probe.version or '(unavailable)'} CPU, threads {threads}"
+        try:
+            from refmnn.backends.numba._blas import openblas, sgemm
+
+            kernel = sgemm()
+        except RefmnnError:  # REFMNN_SGEMM names a library that does not load
+            return text
+        if kernel is None:
+            return text
+        core = f", {openblas().core} kernels" if kernel.name == "openblas" and openblas().core else ""
+        tiles = "small-matrix panels" if kernel.small_matrix else \
+            "row panels" if kernel.name == "mkl" else "one panel per thread"
+        return f"{text}, sgemm {kernel.name}{core} ({tiles})"
