@@ -187,6 +187,14 @@ class Sgemm:
             panel_plan if self.small_matrix else thread_panels
         return plan(m, n, k, batch, threads)
 
+    def describe(self) -> str:
+        """The library, OpenBLAS's kernels for this CPU, and the panel plan, in words."""
+        core = f", {openblas().core} kernels" if self.name == "openblas" and openblas().core \
+            else ""
+        plan = "row panels" if self.name == "mkl" else \
+            "small-matrix panels" if self.small_matrix else "one panel per thread"
+        return f"{self.name}{core} ({plan})"
+
 
 MKL_THREADING_SEQUENTIAL = 1
 

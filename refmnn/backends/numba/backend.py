@@ -241,14 +241,9 @@ class NumbaBackend(HostMemory, Backend):
         threads = self.config.threads or "default"
         text = f"numba {probe.version or '(unavailable)'} CPU, threads {threads}"
         try:
-            from refmnn.backends.numba._blas import openblas, sgemm
+            from refmnn.backends.numba._blas import sgemm
 
             kernel = sgemm()
         except RefmnnError:  # REFMNN_SGEMM names a library that does not load
             return text
-        if kernel is None:
-            return text
-        core = f", {openblas().core} kernels" if kernel.name == "openblas" and openblas().core else ""
-        tiles = "small-matrix panels" if kernel.small_matrix else \
-            "row panels" if kernel.name == "mkl" else "one panel per thread"
-        return f"{text}, sgemm {kernel.name}{core} ({tiles})"
+        return text if kernel is None else f"{text}, sgemm {kernel.describe()}"
