@@ -11,7 +11,13 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
 import refmnn
+from refmnn.backends.base import NodeSpec
+from refmnn.backends.reference import ReferenceKernel
 from refmnn.backends.registry import BackendRegistry
+from refmnn.errors import ShapeError
+from refmnn.graph import DType, Node, TensorType
+from refmnn.ops import default_registry
+from refmnn.ops._schema import OpContext, into
 from refmnn.schedule import plan as plan_module
 from refmnn.schedule.memory import Interval, align, lower_bound, plan_arena, verify_no_overlap
 from tests.helpers import add_relu_model, make_model
@@ -74,6 +80,55 @@ def test_arena_mode_turns_a_planning_bug_into_a_wrong_answer(monkeypatch):
     monkeypatch.setattr(plan_module, "verify_no_overlap", lambda ivs, arena: None)
     got = refmnn.Session(add_relu_model()).run(feeds)["Y"]
     assert not np.array_equal(got, want)
+
+
+def _reference_kernel(op: str, shapes: list[tuple[int, ...]], out_shape: tuple[int, ...],
+                      attrs: dict | None = None) -> ReferenceKernel:
+    registry = default_registry()
+    node = Node(name=f"{op.lower()}0", op=op, domain="",
+                inputs=tuple(f"x{i}" for i in range(len(shapes))), outputs=("y",),
+                attrs=attrs or {})
+    opdef = registry.resolve("", op, 17)
+    f32 = lambda shape: TensorType(DType.float32, shape)  # noqa: E731
+    spec = NodeSpec(node=node, opdef=opdef, opset=17, attrs=opdef.bind_attrs(node.attrs),
+                    inputs=tuple(f32(s) for s in shapes), outputs=(f32(out_shape),), constants={})
+    return ReferenceKernel(spec, OpContext(node, 17))
+
+
+@pytest.mark.parametrize("op, shapes, out_shape, expect", [
+    ("Add", [(2, 3), (3,)], (2, 3), lambda a, b: a + b),
+    ("Div", [(2, 3), (2, 1)], (2, 3), lambda a, b: a / b),
+    ("MatMul", [(2, 4, 3), (3, 5)], (2, 4, 5), lambda a, b: a @ b),
+    ("Erf", [(3, 70000)], (3, 70000), None),  # more than one block of the blockwise erf
+])
+def test_reference_computes_into_the_planned_view_and_still_checks_the_plan(op, shapes, out_shape,
+                                                                            expect):
+    """Ops with an ``out`` parameter write their result straight into the planned (arena) view,
+    with no copy; a view that does not match the result is never written through NumPy's
+    broadcasting: the plan check reports it and leaves the view alone."""
+    assert default_registry().resolve("", op, 17).writes_out
+    rng = np.random.default_rng(0)
+    xs = [rng.uniform(0.5, 2, s).astype(np.float32) for s in shapes]
+    kernel = _reference_kernel(op, shapes, out_shape)
+    arena = np.zeros(np.prod(out_shape) + 16, np.float32)
+    view = arena[16:].reshape(out_shape)  # an offset view, as the arena hands out
+    kernel.run(xs, [view], None)
+    want = expect(*xs) if expect else np.asarray(refmnn.ops.elementwise.erf(xs[0]))
+    np.testing.assert_array_equal(view, want)
+    assert not arena[:16].any()
+
+    wrong = np.full((2, *out_shape), 7, np.float32)  # a plan that got the shape wrong
+    with pytest.raises(ShapeError, match="but the plan"):
+        kernel.run(xs, [wrong], None)
+    assert (wrong == 7).all()
+
+
+def test_into_accepts_only_an_exact_shape_and_dtype():
+    buffer = np.zeros((2, 3), np.float32)
+    assert into(buffer, (2, 3), np.float32) is buffer
+    assert into(buffer, (3, 2), np.float32) is None
+    assert into(buffer, (2, 3), np.float64) is None
+    assert into(None, (2, 3), np.float32) is None
 
 
 def test_plan_is_cached_per_shape_signature(monkeypatch):

@@ -3,7 +3,7 @@
 Its kernel for a node is the node's :attr:`OpDef.reference` function. Device tensors are NumPy
 arrays in host memory. In **arena mode** (the default) every planned activation is a view into
 one ``uint8`` arena array at the offset the memory planner chose, and each kernel copies its
-result into that view, so a planning bug (two live values sharing bytes) shows up as a wrong
+result into that view (an op with an ``out`` parameter computes it there), so a planning bug (two live values sharing bytes) shows up as a wrong
 answer in the reference itself. Values that cannot be planned (sequences, optionals, strings,
 data-dependent shapes) are held as plain Python objects (see :class:`Slot`).
 """
@@ -34,7 +34,10 @@ class Slot:
 
 
 class ReferenceKernel(Kernel):
-    """Runs a node's reference function and stores its results into the planned outputs."""
+    """Runs a node's reference function and stores its results into the planned outputs
+    (an op with an ``out`` parameter, :attr:`OpDef.writes_out`, is handed its first output's
+    planned view and may write there directly; any other result is checked against the plan
+    and copied in)."""
 
     def __init__(self, spec: NodeSpec, context: OpContext) -> None:
         self.spec = spec
@@ -43,14 +46,16 @@ class ReferenceKernel(Kernel):
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], workspace: Any | None) -> None:
         spec = self.spec
         inputs = spec.opdef.pad_inputs(list(inputs))
+        keywords = dict(spec.attrs)
         if spec.opdef.takes_context:
-            result = spec.opdef.reference(*inputs, ctx=self.context, **spec.attrs)
-        else:
-            result = spec.opdef.reference(*inputs, **spec.attrs)
+            keywords["ctx"] = self.context
+        if spec.opdef.writes_out and outputs and isinstance(outputs[0], np.ndarray):
+            keywords["out"] = outputs[0]  # the function writes there when it fits (into())
+        result = spec.opdef.reference(*inputs, **keywords)
         results = result if isinstance(result, tuple) else (result,)
         for index, target in enumerate(outputs):
-            if target is None:
-                continue
+            if target is None or (index < len(results) and results[index] is target):
+                continue  # absent, or already written in place
             if index >= len(results):
                 raise ShapeError(f"{self._where(inputs)}: the reference returned {len(results)} "
                                  f"output(s), the node lists more")

@@ -194,6 +194,11 @@ class OpDef:
             tuple with one type (or None when unknown) per output.
         value_inputs: indices of inputs whose *values* the shape rule needs (Reshape's shape).
         takes_context: the reference function declares a ``ctx`` keyword parameter.
+        writes_out: the reference function declares an ``out`` keyword parameter: the
+            reference backend hands it the planned buffer of the first output, and the function
+            may write its result there and return it (saving the copy into the arena). It must
+            return a new array instead when ``out`` is None or does not have exactly the
+            result's shape and dtype (see :func:`into`).
         doc: the reference function's docstring.
     """
 
@@ -207,6 +212,7 @@ class OpDef:
     infer: InferFn | None = None
     value_inputs: tuple[int, ...] = ()
     takes_context: bool = False
+    writes_out: bool = False
     doc: str = ""
     attr_index: Mapping[str, Attr] = field(default_factory=dict, compare=False, repr=False)
 
@@ -280,7 +286,7 @@ def op(
     """Build an :class:`OpDef` from a reference function; registers nothing.
 
     The function's keyword-only parameters must be exactly the declared attributes (plus an
-    optional ``ctx``), so the signature you read is the schema.
+    optional ``ctx`` and an optional ``out``), so the signature you read is the schema.
     """
 
     def build(fn: Callable[..., Any]) -> OpDef:
@@ -289,7 +295,7 @@ def op(
                         if p.kind is inspect.Parameter.KEYWORD_ONLY]
         takes_context = "ctx" in keyword_only
         declared = {a.name for a in attrs}
-        params = set(keyword_only) - {"ctx"}
+        params = set(keyword_only) - {"ctx", "out"}
         if params != declared:
             raise TypeError(
                 f"{name}-{since}: keyword parameters {sorted(params)} do not match the attribute "
@@ -306,11 +312,25 @@ def op(
             infer=infer,
             value_inputs=tuple(value_inputs),
             takes_context=takes_context,
+            writes_out="out" in keyword_only,
             doc=inspect.getdoc(fn) or "",
             attr_index={a.name: a for a in attrs},
         )
 
     return build
+
+
+def into(out: np.ndarray | None, shape: tuple[int, ...], dtype: Any) -> np.ndarray | None:
+    """``out`` when it is an array of exactly ``shape`` and ``dtype``, else None.
+
+    For reference functions with an ``out`` parameter (:attr:`OpDef.writes_out`): they write
+    into ``into(out, result_shape, result_dtype)``, so a planned buffer that does not match the
+    result (a shape-inference bug) is never written through NumPy's broadcasting or casting;
+    the function returns a new array and the reference backend reports the mismatch.
+    """
+    if out is None or out.shape != tuple(shape) or out.dtype != np.dtype(dtype):
+        return None
+    return out
 
 
 def version(opdef: OpDef, since: int, **changes: Any) -> OpDef:

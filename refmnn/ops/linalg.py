@@ -15,7 +15,7 @@ from refmnn.dtypes import DType
 from refmnn.graph import Dim, TensorType
 from refmnn.ops._infer import broadcast_dims, dtype_of, shape_of
 from refmnn.ops._reduction_util import to_work, work_dtype
-from refmnn.ops._schema import Attr, InferContext, op
+from refmnn.ops._schema import Attr, InferContext, into, op
 
 # --- MatMul ---------------------------------------------------------------------------------
 
@@ -42,21 +42,24 @@ def _matmul_rule(ctx: InferContext, a: TensorType | None, b: TensorType | None) 
     return TensorType(dtype_of(a), _matmul_shape(ctx, shape_of(a), shape_of(b)))
 
 
-def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     if a.dtype == b.dtype and a.dtype in (np.float32, np.float64):
+        if out is not None and min(a.ndim, b.ndim) >= 2:  # into the planned buffer if it fits
+            shape = (*np.broadcast_shapes(a.shape[:-2], b.shape[:-2]), a.shape[-2], b.shape[-1])
+            return np.matmul(a, b, out=into(out, shape, a.dtype))
         return np.matmul(a, b)
     return np.matmul(to_work(a), to_work(b)).astype(a.dtype, copy=False)
 
 
 @op("MatMul", since=1, inputs=("A", "B"), outputs=("Y",), infer=_matmul_rule)
-def matmul(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+def matmul(A: np.ndarray, B: np.ndarray, *, out: np.ndarray | None = None) -> np.ndarray:
     """Y = A @ B with numpy.matmul semantics (opset 1, 9 and 13 differ only in dtypes).
 
     A: [..., M, K] or [K]; B: [..., K, N] or [K]. A 1-D A is treated as [1, K] and a 1-D B
     as [K, 1]; the added axis is removed from Y. Batch dims broadcast. Y has A's dtype;
     float16/bfloat16 multiply in float32 and round once; integers wrap on overflow.
     """
-    return _matmul(A, B)
+    return _matmul(A, B, out)
 
 
 # --- Gemm -----------------------------------------------------------------------------------
