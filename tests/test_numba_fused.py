@@ -346,3 +346,27 @@ def test_gemm(ta, tb, alpha, beta, c_shape, fused):
     model = make_model([node], [("A", F, a_shape)], [("Y", F, None)], initializers=inits,
                        extra_opsets=[("refmnn", 1)] if fused else ())
     check_node(model, {"A": rand(*a_shape)}, must_run=("blas",))
+
+
+@pytest.mark.parametrize(("ta", "tb", "alpha", "beta", "c_shape"), [
+    (0, 1, 1.0, 1.0, (700,)), (1, 0, 0.5, 2.0, (1, 700)), (1, 1, 1.0, 0.0, None), (0, 0, 2.0, 1.0, (1,))])
+@pytest.mark.parametrize("fused", [False, True])
+def test_gemm_with_one_output_row_runs_as_gemv(ta, tb, alpha, beta, c_shape, fused):
+    """A classifier's Gemm ([1, K] @ W'): the gemv scheme (dot products with W's rows for
+    transB=1, scaled rows summed into column blocks for transB=0) agrees with the reference and
+    sgemm; 700 outputs and K = 301 span several work items and leave SIMD remainders."""
+    a_shape = (301, 1) if ta else (1, 301)
+    b_shape = (700, 301) if tb else (301, 700)
+    inits = [numpy_helper.from_array(rand(*b_shape), "B")]
+    inputs = ["A", "B"]
+    if c_shape is not None:
+        inits.append(numpy_helper.from_array(rand(*c_shape), "C"))
+        inputs.append("C")
+    extra = {"domain": "refmnn", "activation": "relu"} if fused else {}
+    node = helper.make_node("FusedGemm" if fused else "Gemm", inputs, ["Y"], name="n0", transA=ta,
+                            transB=tb, alpha=alpha, beta=beta, **extra)
+    model = make_model([node], [("A", F, a_shape)], [("Y", F, None)], initializers=inits,
+                       extra_opsets=[("refmnn", 1)] if fused else ())
+    check_node(model, {"A": rand(*a_shape)}, must_run=("blas", "gemv"))
+    plan = refmnn.Session(model, backends=("numba",), check=False).resize()
+    assert next(s.scheme for s in plan.steps if s.node.name == "n0") == "gemv"

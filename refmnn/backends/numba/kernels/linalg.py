@@ -6,6 +6,12 @@ epilogue of :mod:`.fused`; and Gemm / ``refmnn::FusedGemm`` (declared so that a 
 Scheme ``blas`` of Gemm -- 2-D A and B: one sgemm on ``A.T`` / ``B.T`` views, ``alpha`` in place,
     ``beta * C`` (pre-scaled in ``prepare``) and the activation in the epilogue. Applies when
     beta is 1 or 0 or C is a constant. Cost: ``2*M*N*K``.
+Scheme ``gemv`` of Gemm -- one output row (a classifier's ``[1, K] @ W'``): a matrix-vector
+    product over the threads (:class:`GemmGemv`), then ``blas``'s alpha and epilogue. Cost:
+    ``N*K`` (one read of B). An sgemm of one row packs B before using it once: MobileNetV2's
+    classifier ([1, 1280] @ [1280, 1000], 5 MB of weights, from memory every run) took 679 us
+    in the model at 2 threads, 340 us as gemv (onnxruntime's: 353 us); the same product, hot
+    in cache, 311 us as the split sgemm against 87 us for NumPy's sgemv on one thread.
 
 Scheme ``blas`` -- applies always: ``np.matmul(a, b, out=out)`` on the arena views, i.e. one
     BLAS sgemm per batch through NumPy (OpenBLAS here), split into panels over the backend's
@@ -34,7 +40,7 @@ from numba import njit, prange
 from refmnn.backends.base import Kernel, KernelDef, NodeSpec, Scheme, Storage
 from refmnn.backends.numba._blas import Binding
 from refmnn.backends.numba.kernels import strassen
-from refmnn.backends.numba.kernels._common import F32, PARALLEL_LOCK, PJIT, batch_items
+from refmnn.backends.numba.kernels._common import F32, PARALLEL_LOCK, PJIT, SUM_MATH, batch_items
 from refmnn.backends.numba.kernels.fused import Epilogue, epilogue_ok, epilogue_rows
 from refmnn.ops.fused import DOMAIN as FUSED_DOMAIN
 
@@ -64,6 +70,41 @@ def matmul_blocked(a, b, out, ia, ib):
                     v = aa[i, k]
                     for j in range(n):
                         oo[i, j] += v * bb[k, j]
+
+
+GEMV_ROWS = 64  # gemv_rows: weight rows per parallel work item
+GEMV_COLUMNS = 256  # gemv_columns: output columns per work item (1 KiB, stays in L1)
+
+
+@njit(**PJIT, fastmath=SUM_MATH)
+def gemv_rows(w, x, y):
+    """y[j] = sum_i w[j, i] x[i] for w [N, K] (rows contiguous): one dot product per row,
+    summed in SIMD partial sums (SUM_MATH), blocks of GEMV_ROWS rows per work item."""
+    n, k = w.shape
+    for block in prange((n + GEMV_ROWS - 1) // GEMV_ROWS):
+        for j in range(block * GEMV_ROWS, min(n, (block + 1) * GEMV_ROWS)):
+            row = w[j]
+            acc = np.float32(0)
+            for i in range(k):
+                acc += row[i] * x[i]
+            y[j] = acc
+
+
+@njit(**PJIT, fastmath=SUM_MATH)
+def gemv_columns(b, x, y):
+    """y[j] = sum_i x[i] b[i, j] for b [K, N] (rows contiguous): each work item keeps a block
+    of GEMV_COLUMNS outputs and adds x[i] times that part of every row of b."""
+    k, n = b.shape
+    for block in prange((n + GEMV_COLUMNS - 1) // GEMV_COLUMNS):
+        j0 = block * GEMV_COLUMNS
+        width = min(n, j0 + GEMV_COLUMNS) - j0
+        acc = y[j0:j0 + width]
+        acc[:] = 0
+        for i in range(k):
+            xi = x[i]
+            row = b[i, j0:j0 + width]
+            for j in range(width):
+                acc[j] += xi * row[j]
 
 
 def _dims(spec: NodeSpec) -> tuple[int, int, int, int]:
@@ -184,10 +225,25 @@ class GemmBlas(Kernel):
 
     def run(self, inputs, outputs, workspace):
         a, b, out = inputs[0], inputs[1], outputs[0]
-        self.backend.gemm(a.T if self.ta else a, b.T if self.tb else b, out)
+        self.product(a, b, out)
         if self.alpha != 1:
             np.multiply(out, self.alpha, out=out)
         self.epilogue(inputs, out)
+
+    def product(self, a, b, out) -> None:  # type: ignore[no-untyped-def]
+        self.backend.gemm(a.T if self.ta else a, b.T if self.tb else b, out)
+
+
+class GemmGemv(GemmBlas):
+    """Gemm with one output row (a classifier: [1, K] @ B'), as a matrix-vector product split
+    over the threads: dot products with the rows of a ``transB=1`` weight (:func:`gemv_rows`),
+    or a ``transB=0`` B's rows scaled and summed into column blocks (:func:`gemv_columns`).
+    Bound by reading B once; an sgemm of one row packs B first."""
+
+    def product(self, a, b, out) -> None:  # type: ignore[no-untyped-def]
+        x, y = a.reshape(-1), out.reshape(-1)  # [1, K] or the transposed [K, 1]: K values
+        with PARALLEL_LOCK:
+            (gemv_rows if self.tb else gemv_columns)(b, x, y)
 
 
 def _gemm_ok(spec: NodeSpec) -> bool:
@@ -220,8 +276,19 @@ def _schemes(fused: bool) -> tuple[Scheme, ...]:
     )
 
 
+def _gemv_ok(spec: NodeSpec) -> bool:
+    return _gemm_ok(spec) and int(spec.outputs[0].shape[0]) == 1
+
+
+def _gemv_cost(spec: NodeSpec) -> float:
+    n, k = int(spec.outputs[0].shape[1]), int(spec.inputs[0].shape[1 - spec.attrs["transA"]])
+    return 1.0 * n * k + 2000.0
+
+
 GEMM = (Scheme("blas", lambda b, s: GemmBlas(b), applies=_gemm_ok, cost=_gemm_cost,
-                doc="sgemm on transposed views, alpha/beta/C/activation in the epilogue"),)
+                doc="sgemm on transposed views, alpha/beta/C/activation in the epilogue"),
+        Scheme("gemv", lambda b, s: GemmGemv(b), applies=_gemv_ok, cost=_gemv_cost,
+               doc="one output row: matrix-vector product over the threads, then the epilogue"))
 
 KERNELS = (
     KernelDef("MatMul", _schemes(False), since=1, dtypes=F32),
