@@ -334,7 +334,12 @@ def test_fused_attention_causal_mask_and_empty_keys():
 @pytest.mark.parametrize("fused", [False, True])
 def test_gemm(ta, tb, alpha, beta, c_shape, fused):
     a_shape = (8, 3) if ta else (3, 8)
-    b_shape = (5, 8) if tb else (8, 5)
+    model = _gemm_model(a_shape, (5, 8) if tb else (8, 5), c_shape, ta, tb, alpha, beta, fused)
+    check_node(model, {"A": rand(*a_shape)}, must_run=("blas",))
+
+
+def _gemm_model(a_shape, b_shape, c_shape, ta, tb, alpha, beta, fused):  # type: ignore[no-untyped-def]
+    """Gemm (FusedGemm with relu when ``fused``) of a fed A, a constant B and C (if a shape)."""
     inits = [numpy_helper.from_array(rand(*b_shape), "B")]
     inputs = ["A", "B"]
     if c_shape is not None:
@@ -343,9 +348,8 @@ def test_gemm(ta, tb, alpha, beta, c_shape, fused):
     extra = {"domain": "refmnn", "activation": "relu"} if fused else {}
     node = helper.make_node("FusedGemm" if fused else "Gemm", inputs, ["Y"], name="n0", transA=ta,
                             transB=tb, alpha=alpha, beta=beta, **extra)
-    model = make_model([node], [("A", F, a_shape)], [("Y", F, None)], initializers=inits,
-                       extra_opsets=[("refmnn", 1)] if fused else ())
-    check_node(model, {"A": rand(*a_shape)}, must_run=("blas",))
+    return make_model([node], [("A", F, a_shape)], [("Y", F, None)], initializers=inits,
+                      extra_opsets=[("refmnn", 1)] if fused else ())
 
 
 @pytest.mark.parametrize(("ta", "tb", "alpha", "beta", "c_shape"), [
@@ -356,17 +360,8 @@ def test_gemm_with_one_output_row_runs_as_gemv(ta, tb, alpha, beta, c_shape, fus
     transB=1, scaled rows summed into column blocks for transB=0) agrees with the reference and
     sgemm; 700 outputs and K = 301 span several work items and leave SIMD remainders."""
     a_shape = (301, 1) if ta else (1, 301)
-    b_shape = (700, 301) if tb else (301, 700)
-    inits = [numpy_helper.from_array(rand(*b_shape), "B")]
-    inputs = ["A", "B"]
-    if c_shape is not None:
-        inits.append(numpy_helper.from_array(rand(*c_shape), "C"))
-        inputs.append("C")
-    extra = {"domain": "refmnn", "activation": "relu"} if fused else {}
-    node = helper.make_node("FusedGemm" if fused else "Gemm", inputs, ["Y"], name="n0", transA=ta,
-                            transB=tb, alpha=alpha, beta=beta, **extra)
-    model = make_model([node], [("A", F, a_shape)], [("Y", F, None)], initializers=inits,
-                       extra_opsets=[("refmnn", 1)] if fused else ())
+    model = _gemm_model(a_shape, (700, 301) if tb else (301, 700), c_shape, ta, tb, alpha, beta,
+                        fused)
     check_node(model, {"A": rand(*a_shape)}, must_run=("blas", "gemv"))
     plan = refmnn.Session(model, backends=("numba",), check=False).resize()
     assert next(s.scheme for s in plan.steps if s.node.name == "n0") == "gemv"
