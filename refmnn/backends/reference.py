@@ -3,9 +3,10 @@
 Its kernel for a node is the node's :attr:`OpDef.reference` function. Device tensors are NumPy
 arrays in host memory. In **arena mode** (the default) every planned activation is a view into
 one ``uint8`` arena array at the offset the memory planner chose, and each kernel copies its
-result into that view (an op with an ``out`` parameter computes it there), so a planning bug (two live values sharing bytes) shows up as a wrong
-answer in the reference itself. Values that cannot be planned (sequences, optionals, strings,
-data-dependent shapes) are held as plain Python objects (see :class:`Slot`).
+result into that view (an op with an ``out`` parameter computes it there), so a planning bug
+(two live values sharing bytes) shows up as a wrong answer in the reference itself. Values
+that cannot be planned (sequences, optionals, strings, data-dependent shapes) are held as plain
+Python objects (see :class:`Slot`).
 """
 
 from __future__ import annotations
