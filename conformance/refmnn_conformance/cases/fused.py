@@ -104,6 +104,8 @@ def fused_gemm_samples(ctx: SampleContext):
                  {"transA": 1, "alpha": 0.5, "beta": 2.0, "activation": "relu"},
                  name="transA_alpha_beta")
     yield Sample((a, ctx.make((5, 6), UNIT)), {"activation": "relu"}, name="no_c")
+    yield Sample((ctx.make((1, 300), UNIT), ctx.make((700, 300), UNIT), ctx.make((700,), UNIT)),
+                 {"transB": 1, "activation": "relu"}, name="one_row")  # a classifier's product
 
 
 def _gemm_k(sample: Sample) -> int:

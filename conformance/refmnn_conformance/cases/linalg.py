@@ -69,6 +69,11 @@ def gemm_samples(ctx: SampleContext):
     yield Sample((ctx.make((8, 1024), domain), ctx.make((1024, 4), domain), ctx.make((4,), domain)),
                  name="large_k")
     yield Sample((ctx.make((0, 4), domain), b, ctx.make((5,), domain)), name="m0")
+    # one output row, a classifier's [1, K] @ W' (numba runs it as a matrix-vector product)
+    yield Sample((ctx.make((1, 300), domain), ctx.make((700, 300), domain), ctx.make((700,), domain)),
+                 {"transB": 1}, name="one_row")
+    yield Sample((ctx.make((300, 1), domain), ctx.make((300, 700), domain), ctx.make((1, 700), domain)),
+                 {"transA": 1}, name="one_row_transA")
 
 
 def _gemm_k(sample: Sample) -> int:
