@@ -149,8 +149,11 @@ def fill_padded(src, buf, padded, s, pt, pl, hp, wp, pitch, size):
     ``pt`` rows above, ``pl`` columns left; ``hp x wp`` padded): at stride 1 one plane of row
     pitch ``pitch`` in ``buf``, at stride 2 its four row/column parity planes of ``size``
     elements each (pitch ``pitch``), through the zero-padded row ``padded`` (``2 * pitch``
-    long). Only the interior is written: ``buf`` and ``padded`` must be zero-filled once."""
+    long, 8-byte aligned). Only the interior is written: ``buf`` and ``padded`` must be
+    zero-filled once."""
     h, wd = src.shape
+    pairs = padded.view(np.uint64)  # stride 2: each (even, odd) pair of columns as one word
+    bits = buf.view(np.uint32)
     # the input rows and columns that fall inside the padded plane
     for ih in range(max(0, -pt), min(h, hp - pt)):
         r = ih + pt
@@ -163,16 +166,18 @@ def fill_padded(src, buf, padded, s, pt, pl, hp, wp, pitch, size):
         else:
             # the zero-padded row (its padding columns are never written, so they stay zero),
             # then its even and odd columns c into column c // 2 of parity planes (r % 2, 0)
-            # and (r % 2, 1): one loop reading both members of each pair, which LLVM
-            # vectorises as a de-interleave
+            # and (r % 2, 1): the low and high halves of each 64-bit pair (little-endian), one
+            # loop of integer truncations and shifts, which LLVM vectorises (as max3x3s2 does;
+            # a loop of float loads at stride 2 did not vectorise as well)
             inner = padded[pl:pl + count]
             for k in range(count):
                 inner[k] = line[k]
-            even = buf[(r % 2) * 2 * size + (r // 2) * pitch:]
-            odd = buf[((r % 2) * 2 + 1) * size + (r // 2) * pitch:]
+            even = bits[(r % 2) * 2 * size + (r // 2) * pitch:]
+            odd = bits[((r % 2) * 2 + 1) * size + (r // 2) * pitch:]
             for m in range(pitch):
-                even[m] = padded[2 * m]
-                odd[m] = padded[2 * m + 1]
+                pair = pairs[m]
+                even[m] = np.uint32(pair & 0xFFFFFFFF)
+                odd[m] = np.uint32(pair >> 32)
 
 
 @njit(inline="always", **JIT)
@@ -207,7 +212,13 @@ def _depthwise3x3(x, w, bias, out, s, pt, pl, mult, act, alpha, lo, hi, scratch,
       calls, three rounds, 2 threads: 96 @ 112 524-597 -> 220-279, 144 @ 56 169-253 ->
       107-180, 192 @ 28 and 576 @ 14 unchanged within noise (1 thread: 747-809 -> 390-395,
       326-329 -> 208-213); MobileNet-v2 end to end, interleaved in one process: 8.63 -> 8.25
-      and 9.47 -> 9.07 ms, mobilenet_v1 10.64 -> 10.35 ms, outputs equal.
+      and 9.47 -> 9.07 ms, mobilenet_v1 10.64 -> 10.35 ms, outputs equal. That loop then read
+      the pairs as floats at stride 2; reading each pair as one 64-bit word and storing its
+      halves, as ``max3x3s2`` does (:mod:`.pool`), took the copy from ~300 of the kernel's
+      ~410 us (96 @ 112) down by a fifth. The whole kernel, median us of 5 x 60 calls
+      alternating, 2 threads, outputs bit-equal, on an AVX2 EPYC (Zen 3): 96 @ 112 412 -> 345,
+      144 @ 56 142 -> 123, 192 @ 28 113 -> 84, 576 @ 14 149 -> 104, 128 @ 56 166 -> 134,
+      256 @ 28 144 -> 103, 512 @ 14 142 -> 111, 64 @ 112 175 -> 171.
 
     One loop per output row instead ran mostly in LLVM's scalar remainder (rows of 7..56
     outputs against a 16-lane vector loop unrolled 4x), and a flat stride-2 loop over the plain
@@ -220,9 +231,9 @@ def _depthwise3x3(x, w, bias, out, s, pt, pl, mult, act, alpha, lo, hi, scratch,
     hp, wp, pitch, size, area, length, wide = padded_geometry(oh_n, ow_n, s, 3)
     jobs = n_img * oc_n
     for part in prange(parts):
-        buf = scratch[part, :area]
-        acc = scratch[part, area:area + length]
-        padded = scratch[part, area + length:area + length + wide]
+        padded = scratch[part, :wide]  # first: 8-byte aligned (each part's row is even)
+        buf = scratch[part, wide:wide + area]
+        acc = scratch[part, wide + area:wide + area + length]
         buf[:] = 0
         padded[:] = 0
         for t in range(part * jobs // parts, (part + 1) * jobs // parts):
@@ -326,11 +337,12 @@ class Depthwise3x3Conv(ConvBase):
         self.workspace_bytes = self.parts * self.per * 4
 
     def scratch_per_part(self, spec: NodeSpec) -> int:
-        """float32 elements of one part's scratch: the padded plane (stride 2: the four parity
-        planes), acc and (stride 2) the padded input row (see :func:`_depthwise3x3`)."""
+        """float32 elements of one part's scratch: (stride 2) the padded input row, the padded
+        plane (stride 2: the four parity planes) and acc (see :func:`_depthwise3x3`); an even
+        count, so that every part's padded row is 8-byte aligned for its 64-bit view."""
         oh, ow = (int(d) for d in spec.outputs[0].shape[2:])
         *_, area, length, wide = padded_geometry(oh, ow, self.params[2], 3)
-        return area + length + wide
+        return (wide + area + length + 1) // 2 * 2
 
     def arguments(self, inputs, out, scratch) -> tuple:  # type: ignore[no-untyped-def]
         """The loops' arguments (see :func:`_depthwise3x3`)."""
