@@ -20,6 +20,16 @@ WINOGRAD = ("direct", "im2col_gemm", "winograd_f23", "winograd_f43")
 """The conv schemes that apply to a 3x3 stride-1 single-group convolution."""
 
 
+def _simd_1x1() -> tuple[str, ...]:
+    from refmnn.backends.numba.kernels.simd import native
+
+    return ("gemm_1x1_simd",) if native() else ()
+
+
+SIMD_1X1 = _simd_1x1()
+"""gemm_1x1_simd, where it applies: on CPUs with AVX2 and FMA (``kernels/simd.py``, native)."""
+
+
 def rel_l2(a: np.ndarray, b: np.ndarray) -> float:
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     if a.shape != b.shape:

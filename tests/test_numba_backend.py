@@ -30,7 +30,8 @@ import refmnn  # noqa: E402
 from refmnn.backends.numba import NumbaBackend  # noqa: E402
 from refmnn.schedule.plan import RunStep  # noqa: E402
 from tests.helpers import make_model  # noqa: E402
-from tests.numba_checks import F, WINOGRAD, check_node, conv_model, rand, rel_l2  # noqa: E402
+from tests.numba_checks import (F, SIMD_1X1, WINOGRAD, check_node, conv_model, rand,  # noqa: E402
+                                rel_l2)
 
 I64 = TensorProto.INT64
 
@@ -82,7 +83,13 @@ CONV_CASES = [
     ((1, 4, 9, 9), (6, 4, 3, 3), {"strides": [2, 2], "pads": [1, 0, 2, 1]}, ("direct", "im2col_gemm")),
     ((1, 4, 11, 10), (6, 2, 3, 2), {"group": 2, "dilations": [2, 1], "pads": [2, 1, 0, 1]},
      ("direct", "im2col_gemm")),
-    ((2, 8, 5, 6), (5, 8, 1, 1), {}, ("direct", "im2col_gemm", "gemm_1x1")),
+    ((2, 8, 5, 6), (5, 8, 1, 1), {}, ("direct", "im2col_gemm", "gemm_1x1", *SIMD_1X1)),
+    # gemm_1x1_simd's edges: 19 output channels (a group of 16, then three rows), 99 pixels
+    # (four micro-tiles, then three one at a time); 400 pixels (two blocks of 192, then 16
+    # pixels 8 at a time); a 7 x 7 plane with one micro-tile row and more input channels
+    ((2, 5, 9, 11), (19, 5, 1, 1), {}, ("gemm_1x1", *SIMD_1X1)),
+    ((1, 8, 20, 20), (40, 8, 1, 1), {}, ("gemm_1x1", *SIMD_1X1)),
+    ((1, 70, 7, 7), (4, 70, 1, 1), {}, ("gemm_1x1", *SIMD_1X1)),
     ((1, 6, 10, 10), (6, 1, 3, 3), {"group": 6, "pads": [1, 1, 1, 1]},
      ("direct", "im2col_gemm", "depthwise", "depthwise_s1", "depthwise3x3",
       "depthwise3x3_same")),
@@ -189,6 +196,24 @@ def test_strassen_cost_prefers_blas_below_large_products():
         if fits:
             assert (strassen.cost(spec) < linalg._blas_cost(spec)) == wins, (m, k, n)
     assert strassen.levels(4096, 4096, 4096) == 1  # deeper levels cost more additions than they save
+
+
+def test_gemm_1x1_simd_is_chosen_for_few_input_channels_and_constant_weights():
+    """The costs give a 1x1 conv with at most 32 input channels to gemm_1x1_simd and one with
+    more to gemm_1x1 (measured: conv_1x1_simd's docstring); weights fed at run time cannot be
+    transposed in prepare, so the scheme does not apply to them."""
+    def chosen(model):  # type: ignore[no-untyped-def]
+        plan = refmnn.Session(model, backends=("numba",), check=False).resize()
+        return next(s.scheme for s in plan.steps if isinstance(s, RunStep))
+
+    if not SIMD_1X1:
+        pytest.skip("gemm_1x1_simd applies only on CPUs with AVX2 and FMA")
+    assert chosen(conv_model((1, 16, 56, 56), (96, 16, 1, 1))) == "gemm_1x1_simd"
+    assert chosen(conv_model((1, 256, 14, 14), (64, 256, 1, 1))) == "gemm_1x1"
+    node = helper.make_node("Conv", ["X", "W"], ["Y"], name="n0")
+    fed = make_model([node], [("X", F, (1, 16, 56, 56)), ("W", F, (96, 16, 1, 1))],
+                     [("Y", F, None)])
+    assert chosen(fed) == "gemm_1x1"
 
 
 BINARY = ["Add", "Sub", "Mul", "Div", "Max", "Min"]

@@ -15,7 +15,8 @@ from onnx import helper, numpy_helper  # noqa: E402
 
 from tests.helpers import make_model  # noqa: E402
 from refmnn.schedule.plan import RunStep  # noqa: E402
-from tests.numba_checks import F, RNG, WINOGRAD, check_node, conv_model, rand, rel_l2  # noqa: E402
+from tests.numba_checks import (F, RNG, SIMD_1X1, WINOGRAD, check_node, conv_model,  # noqa: E402
+                                rand, rel_l2)
 
 FUSED_ACTS = [("none", {}), ("relu", {}), ("clip", {"activation_min": 0.0, "activation_max": 0.5}),
               ("leaky_relu", {"activation_alpha": 0.2}), ("sigmoid", {}), ("tanh", {}), ("gelu", {}),
@@ -39,7 +40,7 @@ def test_fused_conv(act, params, residual):
 
 @pytest.mark.parametrize(("act", "params"), FUSED_ACTS[:3] + FUSED_ACTS[6:7])
 def test_fused_conv_1x1_and_depthwise(act, params):
-    for w_shape, attrs, schemes in (((5, 6, 1, 1), {}, ("gemm_1x1",)),
+    for w_shape, attrs, schemes in (((5, 6, 1, 1), {}, ("gemm_1x1", *SIMD_1X1)),
                                     ((6, 1, 3, 3), {"group": 6, "pads": [1, 1, 1, 1]}, ("depthwise", "depthwise_s1"))):
         w = numpy_helper.from_array(rand(*w_shape), "W")
         b = numpy_helper.from_array(rand(w_shape[0]), "B")
@@ -172,7 +173,8 @@ def test_depthwise3x3_parallel_parts(stride, scheme, monkeypatch):
 @pytest.mark.parametrize("residual", [False, True])
 def test_fused_gemm_1x1_epilogue_per_panel(split, residual, monkeypatch):
     """gemm_1x1 applies bias, residual and activation per sgemm panel (split over the GEMM pool's
-    threads or not), N = 2, odd sizes; a broadcast residual goes through the epilogue pass."""
+    threads or not), gemm_1x1_simd per task, N = 2, odd sizes; a broadcast residual goes through
+    the epilogue pass."""
     from refmnn.backends.numba import _blas
 
     monkeypatch.setattr(_blas, "SPLIT_MIN_FLOPS", 0 if split else 1e30)
@@ -186,7 +188,7 @@ def test_fused_gemm_1x1_epilogue_per_panel(split, residual, monkeypatch):
         model = make_model([node], decl, [("Y", F, None)], initializers=[w, b],
                            extra_opsets=[("refmnn", 1)])
         feeds = {"X": rand(2, 5, 9, 11), **({"Z": rand(*z_shape)} if z_shape else {})}
-        check_node(model, feeds, must_run=("gemm_1x1",))
+        check_node(model, feeds, must_run=("gemm_1x1", *SIMD_1X1))
 
 
 def test_bound_gemm_kernels_follow_new_inputs(monkeypatch):
@@ -198,20 +200,20 @@ def test_bound_gemm_kernels_follow_new_inputs(monkeypatch):
     binds = []
     bind = _blas.Gemm.bind
     monkeypatch.setattr(_blas.Gemm, "bind", lambda self, *a: binds.append(1) or bind(self, *a))
-    w = numpy_helper.from_array(rand(24, 16, 1, 1), "W")
+    w = numpy_helper.from_array(rand(24, 40, 1, 1), "W")  # 40 input channels: gemm_1x1's
     b = numpy_helper.from_array(rand(24), "B")
     m = numpy_helper.from_array(rand(10, 40), "M")
     conv = helper.make_node("FusedConv", ["X", "W", "B", "Z"], ["Y"], name="conv",
                             domain="refmnn", activation="relu")
     mm = helper.make_node("FusedMatMul", ["Y", "M", "", "R"], ["Out"], name="mm",
                           domain="refmnn", activation="none")
-    decl = [("X", F, (1, 16, 12, 10)), ("Z", F, (1, 24, 12, 10)), ("R", F, (1, 24, 12, 40))]
+    decl = [("X", F, (1, 40, 12, 10)), ("Z", F, (1, 24, 12, 10)), ("R", F, (1, 24, 12, 40))]
     model = make_model([conv, mm], decl, [("Out", F, None)], initializers=[w, b, m],
                        extra_opsets=[("refmnn", 1)])
     reference = refmnn.Session(model, check=False)
     session = refmnn.Session(model, backends=("numba",), check=False)
     for _ in range(3):
-        feeds = {"X": rand(1, 16, 12, 10), "Z": rand(1, 24, 12, 10), "R": rand(1, 24, 12, 40)}
+        feeds = {"X": rand(1, 40, 12, 10), "Z": rand(1, 24, 12, 10), "R": rand(1, 24, 12, 40)}
         assert rel_l2(session.run(feeds)["Out"], reference.run(feeds)["Out"]) <= 1e-5
     schemes = {s.node.name: str(s.scheme) for s in session.plan.steps if isinstance(s, RunStep)}
     assert schemes == {"conv": "gemm_1x1", "mm": "blas"}

@@ -80,6 +80,8 @@ from numba import njit, prange
 from refmnn.backends.base import KernelDef, NodeSpec, Scheme
 from refmnn.backends.numba._blas import Binding
 from refmnn.backends.numba.kernels._common import F32, PARALLEL_LOCK, PJIT
+from refmnn.backends.numba.kernels.conv_1x1_simd import (Gemm1x1SimdConv, gemm_1x1_simd_cost,
+                                                        is_1x1_constant)
 from refmnn.backends.numba.kernels.conv_base import (GEMM_CALL, LOOP, ConvBase, conv_params,
                                                      gemm_macs, is_1x1, is_2d, is_3x3_s1,
                                                      is_depthwise, is_depthwise_3x3,
@@ -452,6 +454,9 @@ def _schemes(fused: bool) -> tuple[Scheme, ...]:
                doc="3x3 stride 2: im2col rows copied whole from parity planes, one sgemm"),
         Scheme("gemm_1x1", lambda b, s: Gemm1x1Conv(b), applies=when(is_1x1), cost=_gemm_1x1_cost,
                doc="1x1 stride 1: one BLAS sgemm per image, no packing"),
+        Scheme("gemm_1x1_simd", lambda b, s: Gemm1x1SimdConv(b), applies=when(is_1x1_constant),
+               cost=gemm_1x1_simd_cost,
+               doc="1x1 stride 1: 4 x 24 register tiles of 8-lane vectors, epilogue per task"),
         Scheme("depthwise", lambda b, s: DepthwiseConv(b), applies=when(is_depthwise),
                cost=_depthwise_cost,
                doc="one input channel per group, prange over channels"),

@@ -1,0 +1,217 @@
+"""``gemm_1x1_simd``: a 1x1 convolution (stride 1, one group) as a register-blocked product in
+Numba's own code -- no BLAS call, nothing packed (see :mod:`.conv` for the notation).
+
+Per image the output plane is ``y [OC, P] = W [OC, C] @ x [C, P]`` (``P = H * W``), the input
+plane read in place. Tasks of ``GROUP`` output channels by ``BLOCK`` pixels are shared out over
+the threads (``prange``). A task walks its pixels in micro-tiles of ``ROWS x PIXELS`` outputs:
+twelve 8-lane accumulators (:mod:`.simd`) held in registers through the whole sum over the C
+input channels, each step loading three vectors of one input row and broadcasting four weights
+(12 FMAs for 7 loads), the tile stored once at the end; the task's row blocks take the same
+strip of x in turn, so it comes from L1 after the first. Pixels left after the last whole
+micro-tile go 8 at a time per output channel; the last few pixels of a plane whose size is not
+a multiple of 8 go one at a time, with the output channels in the lanes (weights transposed
+once in ``prepare``). The task's bias, FusedConv residual and activation are applied right
+after, while its outputs are in L1 (:func:`.fused.epilogue_rows`; a residual that broadcasts
+goes to the epilogue pass instead, as in ``gemm_1x1``).
+
+Where it pays: few input channels. There OpenBLAS's sgemm (``gemm_1x1``) spends much of its
+time packing a thin x and on its tile edges; with more input channels its cache blocking wins.
+Against it on an AVX2 EPYC (Zen 3; OpenBLAS's Haswell kernels, one panel per thread), 2
+threads, each scheme's kernel with a bias, medians of 5 x 40 calls alternating (us,
+``gemm_1x1`` / ``gemm_1x1_simd``):
+
+    ====================  ==============  =======================================
+    layer (C -> OC @ HW)  times           in the zoo
+    ====================  ==============  =======================================
+    16 -> 96 @ 112x112    453 / 372       MobileNetV2's first expansion
+    32 -> 16 @ 112x112    123 / 103       MobileNetV2's first projection
+    24 -> 144 @ 56x56     195 / 174       MobileNetV2
+    32 -> 192 @ 28x28     75 / 74         MobileNetV2
+    16 -> 64 @ 55x55      135 / 106       SqueezeNet's expand1x1
+    128 -> 16 @ 55x55     132 / 97        SqueezeNet's squeeze (priced above: C > 32)
+    96 -> 24 @ 56x56      117 / 144
+    64 -> 384 @ 14x14     67 / 72
+    96 -> 576 @ 14x14     136 / 152
+    576 -> 96 @ 14x14     155 / 185
+    960 -> 320 @ 7x7      206 / 257
+    512 -> 1000 @ 13x13   1026 / 1387     SqueezeNet's classifier
+    ====================  ==============  =======================================
+
+The cost (:func:`gemm_1x1_simd_cost`) prices it below ``gemm_1x1`` for at most
+``FEW_CHANNELS`` input channels and above it otherwise.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from refmnn.backends.base import NodeSpec, Storage
+from refmnn.backends.numba.kernels._common import JIT, PARALLEL_LOCK, PJIT
+from refmnn.backends.numba.kernels.conv_base import GEMM_CALL, ConvBase, gemm_macs, is_1x1
+from refmnn.backends.numba.kernels.fused import NONE, epilogue_rows
+from refmnn.backends.numba.kernels.simd import native, vfma, vlane, vload, vsplat, vstore
+
+ROWS = 4  # output channels per micro-tile
+PIXELS = 24  # pixels per micro-tile: three vectors of 8
+GROUP = 16  # output channels per task (four micro-tile rows)
+BLOCK = 192  # pixels per task (eight micro-tiles)
+FEW_CHANNELS = 32  # the scheme is priced below gemm_1x1 up to this many input channels
+
+
+@njit(inline="always", **JIT)
+def _fma3(w, x0, x1, x2, a0, a1, a2):
+    """One output channel's row of a micro-tile: ``a += w * x`` on its three vectors."""
+    return vfma(w, x0, a0), vfma(w, x1, a1), vfma(w, x2, a2)
+
+
+@njit(inline="always", **JIT)
+def _store3(y, o, a0, a1, a2):
+    """One row of a micro-tile, 24 values from ``y[o]`` on."""
+    vstore(y, o, a0)
+    vstore(y, o + 8, a1)
+    vstore(y, o + 16, a2)
+
+
+@njit(inline="always", **JIT)
+def _tile4x24(w, x, y, i, j, k, p):
+    """``y[i:i+4, j:j+24] = w[i:i+4] @ x[:, j:j+24]`` (x, y flat C-contiguous planes of row
+    pitch p): twelve accumulators, four rows of three vectors."""
+    a00 = a01 = a02 = a10 = a11 = a12 = vsplat(np.float32(0))
+    a20 = a21 = a22 = a30 = a31 = a32 = vsplat(np.float32(0))
+    for c in range(k):
+        base = c * p + j
+        x0, x1, x2 = vload(x, base), vload(x, base + 8), vload(x, base + 16)
+        a00, a01, a02 = _fma3(vsplat(w[i, c]), x0, x1, x2, a00, a01, a02)
+        a10, a11, a12 = _fma3(vsplat(w[i + 1, c]), x0, x1, x2, a10, a11, a12)
+        a20, a21, a22 = _fma3(vsplat(w[i + 2, c]), x0, x1, x2, a20, a21, a22)
+        a30, a31, a32 = _fma3(vsplat(w[i + 3, c]), x0, x1, x2, a30, a31, a32)
+    o = i * p + j
+    _store3(y, o, a00, a01, a02)
+    _store3(y, o + p, a10, a11, a12)
+    _store3(y, o + 2 * p, a20, a21, a22)
+    _store3(y, o + 3 * p, a30, a31, a32)
+
+
+@njit(inline="always", **JIT)
+def _tile1x8(w, x, y, i, j, k, p):
+    """``y[i, j:j+8] = w[i] @ x[:, j:j+8]``."""
+    acc = vsplat(np.float32(0))
+    for c in range(k):
+        acc = vfma(vsplat(w[i, c]), vload(x, c * p + j), acc)
+    vstore(y, i * p + j, acc)
+
+
+@njit(inline="always", **JIT)
+def _pixel(wt, pitch, x, y, i0, i1, j, k, p):
+    """``y[i0:i1, j] = w[i0:i1] @ x[:, j]`` for one pixel, the output channels in the lanes:
+    ``wt [C, pitch]`` holds the transposed weights (zero beyond OC, ``pitch >= i0 + 8``), the
+    pixel's input value is broadcast. Four chains of FMAs, summed at the end (one chain is
+    bound by the FMA's latency)."""
+    a0 = a1 = a2 = a3 = vsplat(np.float32(0))
+    c = 0
+    while c + 4 <= k:
+        a0 = vfma(vload(wt, c * pitch + i0), vsplat(x[c * p + j]), a0)
+        a1 = vfma(vload(wt, (c + 1) * pitch + i0), vsplat(x[(c + 1) * p + j]), a1)
+        a2 = vfma(vload(wt, (c + 2) * pitch + i0), vsplat(x[(c + 2) * p + j]), a2)
+        a3 = vfma(vload(wt, (c + 3) * pitch + i0), vsplat(x[(c + 3) * p + j]), a3)
+        c += 4
+    for c in range(c, k):
+        a0 = vfma(vload(wt, c * pitch + i0), vsplat(x[c * p + j]), a0)
+    for r in range(i1 - i0):
+        y[(i0 + r) * p + j] = (vlane(a0, r) + vlane(a1, r)) + (vlane(a2, r) + vlane(a3, r))
+
+
+@njit(**PJIT)
+def gemm_1x1_simd(w, wt, x, y, bias, z, has_b, has_z, b_cols, act, alpha, lo, hi):
+    """``y = act(w @ x + bias + z)`` for one image: ``w [OC, C]``, ``x [C, P]`` and ``y [OC,
+    P]`` C-contiguous float32, ``wt`` the transposed weights, flat (see :func:`_pixel`); ``z``
+    shaped like ``y`` when ``has_z``. Tasks of ``GROUP`` output channels by ``BLOCK`` pixels;
+    within a task, each micro-tile's strip of x is read by all ``GROUP / ROWS`` of its row
+    blocks in turn (from L1 after the first). The epilogue per task
+    (:func:`.fused.epilogue_rows`, bias per row)."""
+    m, k = w.shape
+    p = x.shape[1]
+    pitch = wt.shape[0] // k
+    xf, yf = x.reshape(-1), y.reshape(-1)
+    blocks = (p + BLOCK - 1) // BLOCK
+    for task in prange(((m + GROUP - 1) // GROUP) * blocks):
+        i0 = (task // blocks) * GROUP
+        i1 = min(m, i0 + GROUP)
+        j0 = (task % blocks) * BLOCK
+        j1 = min(p, j0 + BLOCK)
+        whole = i0 + (i1 - i0) // ROWS * ROWS  # rows in blocks of four: [i0, whole)
+        j = j0
+        while j + PIXELS <= j1:
+            for i in range(i0, whole, ROWS):
+                _tile4x24(w, xf, yf, i, j, k, p)
+            j += PIXELS
+        for i in range(whole, i1):  # the rows left over, over the same pixels
+            for jv in range(j0, j, 8):
+                _tile1x8(w, xf, yf, i, jv, k, p)
+        while j + 8 <= j1:  # pixels left after the micro-tiles, 8 at a time
+            for i in range(i0, i1):
+                _tile1x8(w, xf, yf, i, j, k, p)
+            j += 8
+        for i in range(i0, i1, ROWS):  # the plane's last few pixels, one at a time
+            for jj in range(j, j1):
+                _pixel(wt, pitch, xf, yf, i, min(i1, i + ROWS), jj, k, p)
+        if has_b or has_z or act != NONE:
+            epilogue_rows(y, bias, z, has_b, has_z, b_cols, act, alpha, lo, hi, i0, i1, j0, j1)
+
+
+def is_1x1_constant(spec: NodeSpec) -> bool:
+    """``gemm_1x1``'s conditions (1x1, stride 1, no padding, one group) with the weights known
+    when planning (``prepare`` transposes them once), on a CPU with AVX2 and FMA
+    (:func:`.simd.native`)."""
+    return is_1x1(spec) and 1 in spec.constants and native()
+
+
+def gemm_1x1_simd_cost(spec: NodeSpec) -> float:
+    """``gemm_1x1``'s cost -- ``2 * MACs`` plus ``GEMM_CALL`` per image (here a parallel launch)
+    -- with the MACs' term times 0.85 for at most ``FEW_CHANNELS`` input channels, times 1.3
+    beyond (see the module docstring)."""
+    c = int(spec.inputs[1].shape[1])
+    factor = 0.85 if c <= FEW_CHANNELS else 1.3
+    return 2 * gemm_macs(spec) * factor + GEMM_CALL * int(spec.inputs[0].shape[0])
+
+
+class Gemm1x1SimdConv(ConvBase):
+    """One :func:`gemm_1x1_simd` per image, the epilogue in its tasks (or, for a residual
+    that broadcasts, the epilogue pass after)."""
+
+    bias_in_epilogue = True
+
+    def prepare(self, spec: NodeSpec) -> None:
+        super().prepare(spec)
+        oc, c = int(spec.inputs[1].shape[0]), int(spec.inputs[1].shape[1])
+        z = spec.inputs[3] if len(spec.inputs) > 3 else None
+        out = tuple(int(d) for d in spec.outputs[0].shape)
+        ep = self.epilogue
+        self.in_tasks = ep.active and (z is None or tuple(int(d) for d in z.shape) == out)
+        plain = ep.panel_args(None, None, False)
+        self.plain = (*plain[:5], NONE, *plain[6:])  # no bias, residual or activation
+        pitch = (oc + ROWS - 1) // ROWS * ROWS + 4  # every task's i0 + 8 lanes fit
+        buf = self.backend.allocate(c * pitch * 4, Storage.STATIC)
+        self.wt = buf.handle[:c * pitch * 4].view(np.float32)
+        wt = self.wt.reshape(c, pitch)
+        wt[:] = 0
+        wt[:, :oc] = np.asarray(spec.constants[1], dtype=np.float32).reshape(oc, c).T
+
+    def run(self, inputs, outputs, workspace):  # type: ignore[no-untyped-def]
+        x, w, out = inputs[0], inputs[1], outputs[0]
+        n_img, c, oc = x.shape[0], x.shape[1], w.shape[0]
+        p = x.shape[2] * x.shape[3]
+        wm = w.reshape(oc, c)
+        ep = self.epilogue
+        for n in range(n_img):
+            o = out[n].reshape(oc, p)
+            args = self.plain
+            if self.in_tasks:
+                args = ep.panel_args(inputs[2] if ep.bias_input is not None else None,
+                                     inputs[3][n].reshape(o.shape) if ep.z_input is not None
+                                     else None, False)
+            with PARALLEL_LOCK:
+                gemm_1x1_simd(wm, self.wt, x[n].reshape(c, p), o, *args)
+        if not self.in_tasks:
+            self.epilogue(inputs, out)
