@@ -80,8 +80,8 @@ from numba import njit, prange
 from refmnn.backends.base import KernelDef, NodeSpec, Scheme
 from refmnn.backends.numba._blas import Binding
 from refmnn.backends.numba.kernels._common import F32, PARALLEL_LOCK, PJIT
-from refmnn.backends.numba.kernels.conv_1x1_simd import (Gemm1x1SimdConv, gemm_1x1_simd_cost,
-                                                        is_1x1_constant)
+from refmnn.backends.numba.kernels.conv_1x1_simd import (gemm_1x1_simd, gemm_1x1_simd_cost,
+                                                        is_1x1_constant, transposed_weights)
 from refmnn.backends.numba.kernels.conv_base import (GEMM_CALL, LOOP, ConvBase, conv_params,
                                                      gemm_macs, is_1x1, is_2d, is_3x3_s1,
                                                      is_depthwise, is_depthwise_3x3,
@@ -98,7 +98,7 @@ from refmnn.backends.numba.kernels.conv_im2col_s2 import (Im2colS2Conv, im2col_s
                                                           is_im2col_s2)
 from refmnn.backends.numba.kernels.conv_winograd import (Winograd23Conv, Winograd43Conv,
                                                          winograd23_cost, winograd43_cost)
-from refmnn.backends.numba.kernels.fused import epilogue_ok, epilogue_rows
+from refmnn.backends.numba.kernels.fused import NONE, epilogue_ok, epilogue_rows
 from refmnn.ops.fused import DOMAIN as FUSED_DOMAIN
 
 
@@ -398,6 +398,26 @@ class Gemm1x1Conv(GemmConv):
         o = out[0].reshape(oc, p)
         args = self.panel_args(inputs, 0, 0, o) if self.in_panel else None
         return self.backend.gemm.bind(w.reshape(oc, c), x[0].reshape(c, p), o, args)
+
+
+class Gemm1x1SimdConv(Gemm1x1Conv):
+    """gemm_1x1_simd: :class:`Gemm1x1Conv`'s image loop and in-panel epilogue, each image's
+    product computed in Numba's register tiles (:func:`.conv_1x1_simd.gemm_1x1_simd`, the
+    epilogue per task) instead of an sgemm; there is no call to bind."""
+
+    def prepare(self, spec: NodeSpec) -> None:
+        super().prepare(spec)
+        self.wt = transposed_weights(self.backend, spec)
+        plain = self.epilogue.panel_args(None, None, False)
+        self.plain = (*plain[:5], NONE, *plain[6:])  # no bias, residual or activation
+
+    def _bind(self, inputs, out):  # type: ignore[no-untyped-def]
+        return None
+
+    def product(self, inputs, a, b, n, group, o) -> None:  # type: ignore[no-untyped-def]
+        args = self.panel_args(inputs, n, group, o) if self.in_panel else self.plain
+        with PARALLEL_LOCK:
+            gemm_1x1_simd(a, self.wt, b, o, *args)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -47,8 +47,8 @@ import numpy as np
 from numba import njit, prange
 
 from refmnn.backends.base import NodeSpec, Storage
-from refmnn.backends.numba.kernels._common import JIT, PARALLEL_LOCK, PJIT
-from refmnn.backends.numba.kernels.conv_base import GEMM_CALL, ConvBase, gemm_macs, is_1x1
+from refmnn.backends.numba.kernels._common import JIT, PJIT
+from refmnn.backends.numba.kernels.conv_base import GEMM_CALL, gemm_macs, is_1x1
 from refmnn.backends.numba.kernels.fused import NONE, epilogue_rows
 from refmnn.backends.numba.kernels.simd import native, vfma, vlane, vload, vsplat, vstore
 
@@ -176,42 +176,14 @@ def gemm_1x1_simd_cost(spec: NodeSpec) -> float:
     return 2 * gemm_macs(spec) * factor + GEMM_CALL * int(spec.inputs[0].shape[0])
 
 
-class Gemm1x1SimdConv(ConvBase):
-    """One :func:`gemm_1x1_simd` per image, the epilogue in its tasks (or, for a residual
-    that broadcasts, the epilogue pass after)."""
-
-    bias_in_epilogue = True
-
-    def prepare(self, spec: NodeSpec) -> None:
-        super().prepare(spec)
-        oc, c = int(spec.inputs[1].shape[0]), int(spec.inputs[1].shape[1])
-        z = spec.inputs[3] if len(spec.inputs) > 3 else None
-        out = tuple(int(d) for d in spec.outputs[0].shape)
-        ep = self.epilogue
-        self.in_tasks = ep.active and (z is None or tuple(int(d) for d in z.shape) == out)
-        plain = ep.panel_args(None, None, False)
-        self.plain = (*plain[:5], NONE, *plain[6:])  # no bias, residual or activation
-        pitch = (oc + ROWS - 1) // ROWS * ROWS + 4  # every task's i0 + 8 lanes fit
-        buf = self.backend.allocate(c * pitch * 4, Storage.STATIC)
-        self.wt = buf.handle[:c * pitch * 4].view(np.float32)
-        wt = self.wt.reshape(c, pitch)
-        wt[:] = 0
-        wt[:, :oc] = np.asarray(spec.constants[1], dtype=np.float32).reshape(oc, c).T
-
-    def run(self, inputs, outputs, workspace):  # type: ignore[no-untyped-def]
-        x, w, out = inputs[0], inputs[1], outputs[0]
-        n_img, c, oc = x.shape[0], x.shape[1], w.shape[0]
-        p = x.shape[2] * x.shape[3]
-        wm = w.reshape(oc, c)
-        ep = self.epilogue
-        for n in range(n_img):
-            o = out[n].reshape(oc, p)
-            args = self.plain
-            if self.in_tasks:
-                args = ep.panel_args(inputs[2] if ep.bias_input is not None else None,
-                                     inputs[3][n].reshape(o.shape) if ep.z_input is not None
-                                     else None, False)
-            with PARALLEL_LOCK:
-                gemm_1x1_simd(wm, self.wt, x[n].reshape(c, p), o, *args)
-        if not self.in_tasks:
-            self.epilogue(inputs, out)
+def transposed_weights(backend, spec: NodeSpec) -> np.ndarray:  # type: ignore[no-untyped-def]
+    """The constant weights ``[OC, C, 1, 1]`` transposed into a STATIC buffer, flat ``[C,
+    pitch]`` with zeros beyond OC (:func:`_pixel`'s ``wt``; ``pitch`` leaves every task's
+    ``i0 + 8`` lanes inside a row)."""
+    oc, c = int(spec.inputs[1].shape[0]), int(spec.inputs[1].shape[1])
+    pitch = (oc + ROWS - 1) // ROWS * ROWS + 4
+    buf = backend.allocate(c * pitch * 4, Storage.STATIC)
+    wt = buf.handle[:c * pitch * 4].view(np.float32)
+    wt[:] = 0
+    wt.reshape(c, pitch)[:, :oc] = np.asarray(spec.constants[1], np.float32).reshape(oc, c).T
+    return wt
