@@ -16,18 +16,25 @@ from tests.helpers import make_model
 
 F = TensorProto.FLOAT
 RNG = np.random.default_rng(0)
-WINOGRAD = ("direct", "im2col_gemm", "winograd_f23", "winograd_f43")
-"""The conv schemes that apply to a 3x3 stride-1 single-group convolution."""
 
 
-def _simd_1x1() -> tuple[str, ...]:
+def _native() -> bool:
     from refmnn.backends.numba.kernels.simd import native
 
-    return ("gemm_1x1_simd",) if native() else ()
+    return native()
 
 
-SIMD_1X1 = _simd_1x1()
+SIMD_1X1 = ("gemm_1x1_simd",) if _native() else ()
 """gemm_1x1_simd, where it applies: on CPUs with AVX2 and FMA (``kernels/simd.py``, native)."""
+SIMD_FEW = ("direct3x3_few_simd",) if _native() else ()
+"""direct3x3_few's register-tile variant, where it applies (AVX2 and FMA; output channels a
+multiple of 4)."""
+SIMD_WINOGRAD = ("winograd_f23_simd", "winograd_f43_simd") if _native() else ()
+"""The Winograd schemes' register-tile variants, where they apply (AVX2 and FMA; they also need
+at most 128 input channels)."""
+WINOGRAD = ("direct", "im2col_gemm", "winograd_f23", "winograd_f43", *SIMD_WINOGRAD)
+"""The conv schemes that apply to a 3x3 stride-1 single-group convolution (of <= 128 input
+channels, for the register-tile variants)."""
 
 
 def rel_l2(a: np.ndarray, b: np.ndarray) -> float:
@@ -43,7 +50,7 @@ def rel_l2(a: np.ndarray, b: np.ndarray) -> float:
 # about 4x F(2,3)'s error (kernels/conv_winograd.py's docstring); relative to the conv output it
 # stays near 1e-6, but after an activation that clips most outputs (FusedConv clip [0, 0.5] +
 # residual) the relative L2 of what is left reached 1.2e-5.
-SCHEME_TOL = {"winograd_f43": 5.0}
+SCHEME_TOL = {"winograd_f43": 5.0, "winograd_f43_simd": 5.0}
 
 
 def check_node(model, feeds, *, node="n0", min_schemes=1, tol=1e-5, must_run=(), inspect=None):

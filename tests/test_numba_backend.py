@@ -123,6 +123,11 @@ CONV_CASES = [
     ((3, 3, 5, 6), (4, 3, 3, 3), {"pads": [3, 2, 2, 3]}, WINOGRAD),
     ((1, 4, 3, 3), (2, 4, 3, 3), {}, WINOGRAD),
     ((2, 6, 12, 9), (5, 6, 3, 3), {"auto_pad": "SAME_LOWER"}, WINOGRAD),
+    # the register-tile products' edges: 37 output channels (two tasks of 16 rows, then 4, then
+    # one), F(4,3)'s 225 tiles padded to 232 (a task of 192, then 24 + 16), F(2,3)'s 900;
+    # 128 input channels, the most they take
+    ((1, 8, 60, 60), (37, 8, 3, 3), {"pads": [1, 1, 1, 1]}, WINOGRAD),
+    ((1, 128, 6, 6), (9, 128, 3, 3), {"pads": [1, 1, 1, 1]}, WINOGRAD),
 ]
 
 

@@ -15,7 +15,7 @@ from onnx import helper, numpy_helper  # noqa: E402
 
 from tests.helpers import make_model  # noqa: E402
 from refmnn.schedule.plan import RunStep  # noqa: E402
-from tests.numba_checks import (F, RNG, SIMD_1X1, WINOGRAD, check_node, conv_model,  # noqa: E402
+from tests.numba_checks import (F, RNG, SIMD_1X1, SIMD_FEW, WINOGRAD, check_node, conv_model,  # noqa: E402
                                 rand, rel_l2)
 
 FUSED_ACTS = [("none", {}), ("relu", {}), ("clip", {"activation_min": 0.0, "activation_max": 0.5}),
@@ -108,6 +108,35 @@ def test_fused_direct_few(act, params, residual, c_in, stride, pads, x_hw, k):
 
 
 @pytest.mark.parametrize(("act", "params"), FUSED_ACTS[:3])
+@pytest.mark.parametrize("residual", [False, True])
+@pytest.mark.parametrize(("c_in", "stride", "pads", "x_hw"), [
+    (3, 2, [1, 1, 1, 1], (61, 67)),     # MobileNet's first layer, smaller: tasks of 7 rows, 3 left
+    (3, 2, [0, 0, 0, 0], (33, 30)),     # SqueezeNet's: no padding
+    (1, 1, [0, 1, 2, 0], (20, 29)),     # stride 1, uneven padding, one channel
+    (4, 1, [1, 1, 1, 1], (5, 3)),       # a plane narrower than one micro-tile
+])
+def test_fused_direct3x3_few_simd(act, params, residual, c_in, stride, pads, x_hw):
+    """direct3x3_few_simd (the padded planes of direct3x3_few, 4 x 24 register tiles): bias and
+    activation in its loops, a residual (then the activation) in the epilogue pass; N = 2, eight
+    output channels (two blocks of four), odd sizes."""
+    if not SIMD_FEW:
+        pytest.skip("direct3x3_few_simd applies only on CPUs with AVX2 and FMA")
+    h, wd = x_hw
+    w = numpy_helper.from_array(rand(8, c_in, 3, 3), "W")
+    b = numpy_helper.from_array(rand(8), "B")
+    oh = (h + pads[0] + pads[2] - 3) // stride + 1
+    ow = (wd + pads[1] + pads[3] - 3) // stride + 1
+    inputs = ["X", "W", "B"] + (["Z"] if residual else [])
+    node = helper.make_node("FusedConv", inputs, ["Y"], name="n0", domain="refmnn", pads=pads,
+                            strides=[stride, stride], activation=act, **params)
+    decl = [("X", F, (2, c_in, h, wd))] + ([("Z", F, (2, 8, oh, ow))] if residual else [])
+    model = make_model([node], decl, [("Y", F, None)], initializers=[w, b],
+                       extra_opsets=[("refmnn", 1)])
+    feeds = {"X": rand(2, c_in, h, wd), **({"Z": rand(2, 8, oh, ow)} if residual else {})}
+    check_node(model, feeds, must_run=("direct3x3_few", *SIMD_FEW))
+
+
+@pytest.mark.parametrize(("act", "params"), FUSED_ACTS[:3])
 @pytest.mark.parametrize("z_shape", [None, "full", "broadcast"])
 @pytest.mark.parametrize(("pads", "x_hw"), [
     ([1, 1, 1, 1], (12, 12)),     # ResNet's downsampling layers: even sides
@@ -136,16 +165,22 @@ def test_fused_im2col_s2(act, params, z_shape, pads, x_hw):
 
 def test_direct_few_apply_to_few_channels_only():
     """Five input channels, a group, another kernel size, dilation or stride 3 rule
-    direct3x3_few and direct7x7_few out."""
-    from refmnn.backends.numba.kernels.conv_direct_few import is_direct3x3_few, is_direct7x7_few
+    direct3x3_few and direct7x7_few out; direct3x3_few_simd also needs a multiple of four output
+    channels."""
+    from refmnn.backends.numba.kernels.conv_direct_few import (is_direct3x3_few,
+                                                               is_direct3x3_few_simd,
+                                                               is_direct7x7_few)
 
-    def spec(c, k=3, **attrs):
-        model = conv_model((1, c, 9, 9), (4, c // attrs.get("group", 1), k, k), **attrs)
+    def spec(c, k=3, oc=4, **attrs):
+        model = conv_model((1, c, 9, 9), (oc, c // attrs.get("group", 1), k, k), **attrs)
         session = refmnn.Session(model, backends=("numba",), check=False)
         session.run({"X": rand(1, c, 9, 9)})
         return session.plan.specs["n0"]
 
     assert is_direct3x3_few(spec(3, strides=[2, 2], pads=[1, 1, 1, 1]))
+    assert is_direct3x3_few_simd(spec(3)) == bool(SIMD_FEW)  # 4 output channels
+    assert not is_direct3x3_few_simd(spec(3, oc=6))  # not a multiple of 4
+    assert not is_direct3x3_few_simd(spec(5))
     assert not is_direct3x3_few(spec(5))
     assert not is_direct3x3_few(spec(4, group=2))
     assert not is_direct3x3_few(spec(3, k=5))

@@ -58,12 +58,15 @@ mobilenet_v2 8.35 / 7.38 / 7.32 ms and mobilenet_v1 14.63 / 12.98 / 12.91 ms.
     Cost: ``3 * 2 * MACS + 4 * N * OC * (H+2) * (W+2)`` (the padded copy) ``+ LOOP * N * OC *
     (H + KH * KW + OH)`` (row copies in, a loop per tap, row copies out).
 ``winograd_f23``, ``winograd_f43`` -- 3x3, stride 1, dilation 1, one group: Winograd F(2x2, 3x3)
-    and F(4x4, 3x3), in :mod:`.conv_winograd` (algorithm, cost formula, measured table).
+    and F(4x4, 3x3), in :mod:`.conv_winograd` (algorithm, cost formula, measured table);
+    ``winograd_f23_simd``, ``winograd_f43_simd`` the same with the products in register tiles
+    (:mod:`.gemm_simd`) for at most 128 input channels.
+``gemm_1x1_simd`` -- ``gemm_1x1`` as a register-blocked product, in :mod:`.conv_1x1_simd`.
 ``depthwise3x3``, ``depthwise3x3_same`` -- depthwise 3x3 (MobileNet's layers), in
     :mod:`.conv_depthwise3x3` (the loops, costs and measured tables).
 ``direct3x3_few``, ``direct7x7_few`` -- 3x3 or 7x7, one group, at most four input channels (a
     first layer on an RGB image: MobileNet's and SqueezeNet's 3x3, ResNet's 7x7), in
-    :mod:`.conv_direct_few`.
+    :mod:`.conv_direct_few`; ``direct3x3_few_simd`` the 3x3 one in register tiles.
 ``im2col_s2`` -- 3x3, stride 2, one group (ResNet's downsampling layers): im2col_gemm with its
     matrix rows copied whole from zero-padded parity planes, in :mod:`.conv_im2col_s2`.
 
@@ -86,9 +89,11 @@ from refmnn.backends.numba.kernels.conv_base import (GEMM_CALL, LOOP, ConvBase, 
                                                      gemm_macs, is_1x1, is_2d, is_3x3_s1,
                                                      is_depthwise, is_depthwise_3x3,
                                                      is_depthwise_s1, macs)
-from refmnn.backends.numba.kernels.conv_direct_few import (DirectFewConv, direct3x3_few_cost,
+from refmnn.backends.numba.kernels.conv_direct_few import (DirectFewConv, DirectFewSimdConv,
+                                                           direct3x3_few_cost,
+                                                           direct3x3_few_simd_cost,
                                                            direct7x7_few_cost, is_direct3x3_few,
-                                                           is_direct7x7_few)
+                                                           is_direct3x3_few_simd, is_direct7x7_few)
 from refmnn.backends.numba.kernels.conv_depthwise3x3 import (Depthwise3x3Conv,
                                                              Depthwise3x3SameConv,
                                                              depthwise3x3_cost,
@@ -96,8 +101,11 @@ from refmnn.backends.numba.kernels.conv_depthwise3x3 import (Depthwise3x3Conv,
                                                              is_depthwise_3x3_same)
 from refmnn.backends.numba.kernels.conv_im2col_s2 import (Im2colS2Conv, im2col_s2_cost,
                                                           is_im2col_s2)
-from refmnn.backends.numba.kernels.conv_winograd import (Winograd23Conv, Winograd43Conv,
-                                                         winograd23_cost, winograd43_cost)
+from refmnn.backends.numba.kernels.conv_winograd import (Winograd23Conv, Winograd23SimdConv,
+                                                         Winograd43Conv, Winograd43SimdConv,
+                                                         is_3x3_s1_simd, winograd23_cost,
+                                                         winograd23_simd_cost, winograd43_cost,
+                                                         winograd43_simd_cost)
 from refmnn.backends.numba.kernels.fused import NONE, epilogue_ok, epilogue_rows
 from refmnn.ops.fused import DOMAIN as FUSED_DOMAIN
 
@@ -492,6 +500,9 @@ def _schemes(fused: bool) -> tuple[Scheme, ...]:
         Scheme("direct3x3_few", lambda b, s: DirectFewConv(b), applies=when(is_direct3x3_few),
                cost=direct3x3_few_cost,
                doc="3x3 with <= 4 input channels: padded planes, taps unrolled per channel"),
+        Scheme("direct3x3_few_simd", lambda b, s: DirectFewSimdConv(b),
+               applies=when(is_direct3x3_few_simd), cost=direct3x3_few_simd_cost,
+               doc="3x3 with <= 4 input channels: padded planes, 4 x 24 register tiles"),
         Scheme("direct7x7_few", lambda b, s: DirectFewConv(b), applies=when(is_direct7x7_few),
                cost=direct7x7_few_cost,
                doc="7x7 with <= 4 input channels: padded planes, a kernel row of taps at a time"),
@@ -501,6 +512,12 @@ def _schemes(fused: bool) -> tuple[Scheme, ...]:
         Scheme("winograd_f43", lambda b, s: Winograd43Conv(b), applies=when(is_3x3_s1),
                cost=winograd43_cost,
                doc="F(4x4,3x3): weights transformed in prepare, 36 sgemms"),
+        Scheme("winograd_f23_simd", lambda b, s: Winograd23SimdConv(b),
+               applies=when(is_3x3_s1_simd), cost=winograd23_simd_cost,
+               doc="F(2x2,3x3), its 16 products in 8-lane register tiles (<= 128 channels)"),
+        Scheme("winograd_f43_simd", lambda b, s: Winograd43SimdConv(b),
+               applies=when(is_3x3_s1_simd), cost=winograd43_simd_cost,
+               doc="F(4x4,3x3), its 36 products in 8-lane register tiles (<= 128 channels)"),
     )
 
 

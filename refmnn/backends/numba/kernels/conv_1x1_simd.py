@@ -3,14 +3,15 @@ Numba's own code -- no BLAS call, nothing packed (see :mod:`.conv` for the notat
 
 Per image the output plane is ``y [OC, P] = W [OC, C] @ x [C, P]`` (``P = H * W``), the input
 plane read in place. Tasks of ``GROUP`` output channels by ``BLOCK`` pixels are shared out over
-the threads (``prange``). A task walks its pixels in micro-tiles of ``ROWS x PIXELS`` outputs:
-twelve 8-lane accumulators (:mod:`.simd`) held in registers through the whole sum over the C
-input channels, each step loading three vectors of one input row and broadcasting four weights
-(12 FMAs for 7 loads), the tile stored once at the end; the task's row blocks take the same
-strip of x in turn, so it comes from L1 after the first. Pixels left after the last whole
-micro-tile go 8 at a time per output channel; the last few pixels of a plane whose size is not
-a multiple of 8 go one at a time, with the output channels in the lanes (weights transposed
-once in ``prepare``). The task's bias, FusedConv residual and activation are applied right
+the threads (``prange``). A task walks its pixels in the micro-tiles of :mod:`.gemm_simd`
+(:func:`.gemm_simd.block`): 4 x 24 outputs, twelve 8-lane accumulators (:mod:`.simd`) held in
+registers through the whole sum over the C input channels, each step loading three vectors of
+one input row and broadcasting four weights (12 FMAs for 7 loads), the tile stored once at the
+end; the task's row blocks take the same strip of x in turn, so it comes from L1 after the
+first. The pixels left after the last whole micro-tile go in one 4 x 16 or 4 x 8 tile (one
+8-wide row for the channels left after the blocks of four); the last few pixels of a plane
+whose size is not a multiple of 8 go one at a time, with the output channels in the lanes
+(weights transposed once in ``prepare``). The task's bias, FusedConv residual and activation are applied right
 after, while its outputs are in L1 (:func:`.fused.epilogue_rows`; a residual that broadcasts
 goes to the epilogue pass instead, as in ``gemm_1x1``).
 
@@ -50,56 +51,10 @@ from refmnn.backends.base import NodeSpec, Storage
 from refmnn.backends.numba.kernels._common import JIT, PJIT
 from refmnn.backends.numba.kernels.conv_base import GEMM_CALL, gemm_macs, is_1x1
 from refmnn.backends.numba.kernels.fused import NONE, epilogue_rows
-from refmnn.backends.numba.kernels.simd import native, vfma, vlane, vload, vsplat, vstore
+from refmnn.backends.numba.kernels.gemm_simd import BLOCK, GROUP, ROWS, block
+from refmnn.backends.numba.kernels.simd import native, vfma, vlane, vload, vsplat
 
-ROWS = 4  # output channels per micro-tile
-PIXELS = 24  # pixels per micro-tile: three vectors of 8
-GROUP = 16  # output channels per task (four micro-tile rows)
-BLOCK = 192  # pixels per task (eight micro-tiles)
 FEW_CHANNELS = 32  # the scheme is priced below gemm_1x1 up to this many input channels
-
-
-@njit(inline="always", **JIT)
-def _fma3(w, x0, x1, x2, a0, a1, a2):
-    """One output channel's row of a micro-tile: ``a += w * x`` on its three vectors."""
-    return vfma(w, x0, a0), vfma(w, x1, a1), vfma(w, x2, a2)
-
-
-@njit(inline="always", **JIT)
-def _store3(y, o, a0, a1, a2):
-    """One row of a micro-tile, 24 values from ``y[o]`` on."""
-    vstore(y, o, a0)
-    vstore(y, o + 8, a1)
-    vstore(y, o + 16, a2)
-
-
-@njit(inline="always", **JIT)
-def _tile4x24(w, x, y, i, j, k, p):
-    """``y[i:i+4, j:j+24] = w[i:i+4] @ x[:, j:j+24]`` (x, y flat C-contiguous planes of row
-    pitch p): twelve accumulators, four rows of three vectors."""
-    a00 = a01 = a02 = a10 = a11 = a12 = vsplat(np.float32(0))
-    a20 = a21 = a22 = a30 = a31 = a32 = vsplat(np.float32(0))
-    for c in range(k):
-        base = c * p + j
-        x0, x1, x2 = vload(x, base), vload(x, base + 8), vload(x, base + 16)
-        a00, a01, a02 = _fma3(vsplat(w[i, c]), x0, x1, x2, a00, a01, a02)
-        a10, a11, a12 = _fma3(vsplat(w[i + 1, c]), x0, x1, x2, a10, a11, a12)
-        a20, a21, a22 = _fma3(vsplat(w[i + 2, c]), x0, x1, x2, a20, a21, a22)
-        a30, a31, a32 = _fma3(vsplat(w[i + 3, c]), x0, x1, x2, a30, a31, a32)
-    o = i * p + j
-    _store3(y, o, a00, a01, a02)
-    _store3(y, o + p, a10, a11, a12)
-    _store3(y, o + 2 * p, a20, a21, a22)
-    _store3(y, o + 3 * p, a30, a31, a32)
-
-
-@njit(inline="always", **JIT)
-def _tile1x8(w, x, y, i, j, k, p):
-    """``y[i, j:j+8] = w[i] @ x[:, j:j+8]``."""
-    acc = vsplat(np.float32(0))
-    for c in range(k):
-        acc = vfma(vsplat(w[i, c]), vload(x, c * p + j), acc)
-    vstore(y, i * p + j, acc)
 
 
 @njit(inline="always", **JIT)
@@ -140,19 +95,7 @@ def gemm_1x1_simd(w, wt, x, y, bias, z, has_b, has_z, b_cols, act, alpha, lo, hi
         i1 = min(m, i0 + GROUP)
         j0 = (task % blocks) * BLOCK
         j1 = min(p, j0 + BLOCK)
-        whole = i0 + (i1 - i0) // ROWS * ROWS  # rows in blocks of four: [i0, whole)
-        j = j0
-        while j + PIXELS <= j1:
-            for i in range(i0, whole, ROWS):
-                _tile4x24(w, xf, yf, i, j, k, p)
-            j += PIXELS
-        for i in range(whole, i1):  # the rows left over, over the same pixels
-            for jv in range(j0, j, 8):
-                _tile1x8(w, xf, yf, i, jv, k, p)
-        while j + 8 <= j1:  # pixels left after the micro-tiles, 8 at a time
-            for i in range(i0, i1):
-                _tile1x8(w, xf, yf, i, j, k, p)
-            j += 8
+        j = block(w, xf, 0, p, yf, 0, p, i0, i1, j0, j1, k)  # all but the last < 8 pixels
         for i in range(i0, i1, ROWS):  # the plane's last few pixels, one at a time
             for jj in range(j, j1):
                 _pixel(wt, pitch, xf, yf, i, min(i1, i + ROWS), jj, k, p)

@@ -24,6 +24,30 @@ notation: input ``[N, C, H, W]``, weights ``[OC, C, 3, 3]``, output ``[N, OC, OH
     <= 9.7e-6, where im2col_gemm and winograd_f23 stay <= 5e-7 and <= 7.1e-7. ResNet-18's
     output still matches the reference to relative L2 4e-7.
 
+``winograd_f23_simd``, ``winograd_f43_simd`` -- the same, at most ``SIMD_CHANNELS`` (128) input
+    channels, on a CPU with AVX2 and FMA: V's and M's rows padded to a multiple of 8 tiles (the
+    padding columns of V zeroed, those of M never read) and the ``a*a`` products in the
+    register tiles of :mod:`.gemm_simd` (:func:`.gemm_simd.batched_product`, one parallel loop
+    over all of them) instead of ``a*a`` sgemm calls. The products alone, 2 threads, medians of
+    5 x 10 calls alternating (us, sgemms / register tiles):
+
+    ==========================  ================  ==========================
+    C -> OC, tiles (F(4,3))     times             in the zoo
+    ==========================  ================  ==========================
+    16 -> 64, 196 (36 items)    293 / 160         SqueezeNet's expand3x3 @55
+    32 -> 128, 49               381 / 200         SqueezeNet @27
+    48 -> 192, 16               272 / 101         SqueezeNet @13
+    64 -> 256, 16               521 / 196         SqueezeNet @13
+    64 -> 64, 196               945 / 872         ResNet-18 @56
+    128 -> 128, 49              763 / 628         ResNet-18 @28
+    256 -> 256, 16              2401 / 5478       (not applied: C > 128)
+    512 -> 512, 16 (16 items)   2656 / 5228       (not applied)
+    ==========================  ================  ==========================
+
+    The sgemms pay a call and their packing per product, which at 16-49 columns is most of the
+    work; with many input channels their cache blocking wins. Cost: the Winograd formula with
+    the products on the padded tiles at ``SIMD_FACTOR`` (0.85) and no sgemm calls.
+
 Winograd cost, F(m x m, 3x3) with ``a = m + 2`` and ``tiles = ceil(OH/m) * ceil(OW/m)``::
 
     N * (2 * a*a * OC * C * tiles16                the sgemms (whole tiles, border waste included;
@@ -71,11 +95,15 @@ from numba import njit, prange
 
 from refmnn.backends.base import NodeSpec, Storage
 from refmnn.backends.numba.kernels._common import JIT, PARALLEL_LOCK, PJIT
-from refmnn.backends.numba.kernels.conv_base import GEMM_CALL, ConvBase, gemm_columns
+from refmnn.backends.numba.kernels.conv_base import GEMM_CALL, ConvBase, gemm_columns, is_3x3_s1
 from refmnn.backends.numba.kernels.fused import NONE, activate_row
+from refmnn.backends.numba.kernels.gemm_simd import batched_product
+from refmnn.backends.numba.kernels.simd import LANES, native
 
 WINOGRAD_TRANSFORM = 60.0  # per element of V or M written / read by the tile transforms
 WINOGRAD_U_READ = 20.0  # per element of U streamed by the sgemms (once per image)
+SIMD_CHANNELS = 128  # the *_simd variants apply up to this many input channels
+SIMD_FACTOR = 0.85  # their products' multiply-adds, priced against the sgemms' (as gemm_1x1_simd)
 
 # ---------------------------------------------------------------------------------------------
 # Winograd F(2x2, 3x3)
@@ -308,6 +336,7 @@ class WinogradConv(ConvBase):
     # transform_output(m, bias, z, has_z, out, n, tiles_h, tiles_w, act, alpha, lo, hi)
     m: int
     wg: np.ndarray
+    simd = False  # the products in gemm_simd's register tiles, the tile count padded to 8
 
     def prepare(self, spec: NodeSpec) -> None:
         super().prepare(spec)
@@ -323,9 +352,10 @@ class WinogradConv(ConvBase):
         self.n = int(spec.inputs[0].shape[0])
         self.oh, self.ow = (int(d) for d in spec.outputs[0].shape[2:])
         self.th, self.tw = -(-self.oh // self.m), -(-self.ow // self.m)
-        tiles = self.th * self.tw
-        self.v_elems = a2 * c * tiles
-        self.m_elems = a2 * oc * tiles
+        self.tiles = self.th * self.tw
+        self.pitch = padded_tiles(self.tiles) if self.simd else self.tiles  # V's and M's rows
+        self.v_elems = a2 * c * self.pitch
+        self.m_elems = a2 * oc * self.pitch
         self.workspace_bytes = (self.v_elems + self.m_elems) * 4
         # the output transform adds the bias, a residual shaped like the output, and activates;
         # a broadcast residual is left to the epilogue pass (which then also activates)
@@ -339,17 +369,23 @@ class WinogradConv(ConvBase):
 
     def run(self, inputs, outputs, workspace):
         _, _, _, _, _, _, pt, pl, _, _, _ = self.params
-        tiles = self.th * self.tw
         raw = workspace.handle[:self.workspace_bytes].view(np.float32)
-        v = raw[:self.v_elems].reshape(self.a2, self.c, tiles)
-        m = raw[self.v_elems:self.v_elems + self.m_elems].reshape(self.a2, self.oc, tiles)
+        v = raw[:self.v_elems].reshape(self.a2, self.c, self.pitch)
+        m = raw[self.v_elems:self.v_elems + self.m_elems].reshape(self.a2, self.oc, self.pitch)
+        # the transforms fill and read the first ``tiles`` columns; the padding columns of V
+        # are multiplied too (their products are never read): zeros, not the workspace's bytes
+        v[:, :, self.tiles:] = 0
         bias = self.bias(inputs)
         ep = self.epilogue
         z = inputs[ep.z_input] if self.z_in_loops else self.no_z
         for n in range(self.n):
             with PARALLEL_LOCK:
                 self.transform_input(inputs[0], n, pt, pl, self.th, self.tw, v)
-            self.backend.gemm(self.u, v, m)
+            if self.simd:
+                with PARALLEL_LOCK:
+                    batched_product(self.u, v, m)
+            else:
+                self.backend.gemm(self.u, v, m)
             with PARALLEL_LOCK:
                 self.transform_output(m, bias, z, self.z_in_loops, outputs[0], n, self.th,
                                       self.tw, self.act, ep.alpha, ep.lo, ep.hi)
@@ -374,18 +410,46 @@ class Winograd43Conv(WinogradConv):
     transform_output = staticmethod(winograd43_output)
 
 
-def winograd_cost(spec: NodeSpec, m: int) -> float:
+class Winograd23SimdConv(Winograd23Conv):
+    """F(2x2, 3x3) with the 16 products in register tiles (:func:`.gemm_simd.batched_product`)."""
+
+    simd = True
+
+
+class Winograd43SimdConv(Winograd43Conv):
+    """F(4x4, 3x3) with the 36 products in register tiles (:func:`.gemm_simd.batched_product`)."""
+
+    simd = True
+
+
+def padded_tiles(tiles: int) -> int:
+    """The row pitch of V and M for the ``*_simd`` variants: ``tiles`` rounded up to 8."""
+    return -(-tiles // LANES) * LANES
+
+
+def is_3x3_s1_simd(spec: NodeSpec) -> bool:
+    """The Winograd conditions, at most ``SIMD_CHANNELS`` input channels, on a CPU with AVX2
+    and FMA (:func:`.simd.native`)."""
+    return is_3x3_s1(spec) and int(spec.inputs[1].shape[1]) <= SIMD_CHANNELS and native()
+
+
+def winograd_cost(spec: NodeSpec, m: int, simd: bool = False) -> float:
     """F(m x m, 3x3), a = m + 2: the ``a*a`` sgemms on whole tiles, the input and output
     transforms (``WINOGRAD_TRANSFORM`` per element of V and M) and the stream of U from memory
-    (``WINOGRAD_U_READ`` per element, once per image); see the module docstring."""
+    (``WINOGRAD_U_READ`` per element, once per image); see the module docstring. ``simd``: the
+    products in register tiles instead, on the tiles padded to 8, at ``SIMD_FACTOR`` the
+    price per multiply-add and without the sgemms' calls."""
     n, c, _, _ = (int(d) for d in spec.inputs[0].shape)
     oc = int(spec.inputs[1].shape[0])
     oh, ow = (int(d) for d in spec.outputs[0].shape[2:])
     a2 = (m + 2) ** 2
     tiles = -(-oh // m) * -(-ow // m)
-    return n * (2.0 * a2 * oc * c * gemm_columns(tiles)
-                + WINOGRAD_TRANSFORM * a2 * (c + oc) * tiles
-                + WINOGRAD_U_READ * a2 * oc * c + 2 * GEMM_CALL)
+    if simd:
+        products = 2.0 * a2 * oc * c * padded_tiles(tiles) * SIMD_FACTOR
+    else:
+        products = 2.0 * a2 * oc * c * gemm_columns(tiles) + 2 * GEMM_CALL
+    return n * (products + WINOGRAD_TRANSFORM * a2 * (c + oc) * tiles
+                + WINOGRAD_U_READ * a2 * oc * c)
 
 
 def winograd23_cost(spec: NodeSpec) -> float:
@@ -394,3 +458,11 @@ def winograd23_cost(spec: NodeSpec) -> float:
 
 def winograd43_cost(spec: NodeSpec) -> float:
     return winograd_cost(spec, 4)
+
+
+def winograd23_simd_cost(spec: NodeSpec) -> float:
+    return winograd_cost(spec, 2, simd=True)
+
+
+def winograd43_simd_cost(spec: NodeSpec) -> float:
+    return winograd_cost(spec, 4, simd=True)
