@@ -372,9 +372,10 @@ class WinogradConv(ConvBase):
         raw = workspace.handle[:self.workspace_bytes].view(np.float32)
         v = raw[:self.v_elems].reshape(self.a2, self.c, self.pitch)
         m = raw[self.v_elems:self.v_elems + self.m_elems].reshape(self.a2, self.oc, self.pitch)
-        # the transforms fill and read the first ``tiles`` columns; the padding columns of V
-        # are multiplied too (their products are never read): zeros, not the workspace's bytes
-        v[:, :, self.tiles:] = 0
+        if self.pitch > self.tiles:
+            # the transforms fill and read the first ``tiles`` columns; the padding columns of
+            # V are multiplied too (products never read): zeros, not the workspace's old bytes
+            v[:, :, self.tiles:] = 0
         bias = self.bias(inputs)
         ep = self.epilogue
         z = inputs[ep.z_input] if self.z_in_loops else self.no_z
