@@ -312,15 +312,14 @@ def _tile_taps(planes, per_channel, offsets, w, bias, oc0, c_in, q, acc, ao, ap)
 def conv_direct_few_simd(x, w, offsets, bias, out, s, pt, pl, act, alpha, lo, hi, planes,
                          scratch, parts, rows):
     """3x3 conv of one group with few input channels in register tiles (see the module
-    docstring), bias and activation fused. ``offsets``:
-    :func:`tap_offsets`; ``planes``: flat, every input channel's
-    padded planes (as in :func:`conv_direct_few`) and ``SLACK`` more; ``scratch [parts, 4 *
-    span]``: each worker's outputs of one task, ``span`` covering ``rows`` output rows rounded
-    up to ``TILE``."""
+    docstring), bias and activation fused. ``offsets``: :func:`tap_offsets`; ``planes``: flat,
+    every input channel's padded planes (as in :func:`conv_direct_few`) and ``SLACK`` more;
+    ``scratch [parts, 4 * span]``: each worker's outputs of one task, ``span`` covering
+    ``rows`` output rows rounded up to ``TILE``."""
     n_img, c_in = x.shape[0], x.shape[1]
     oc_n = out.shape[1]
     oh_n, ow_n = out.shape[2], out.shape[3]
-    hp, wp_, pitch, size, area, length, wide = padded_geometry(oh_n, ow_n, s, 3)
+    hp, wp, pitch, size, area, _, wide = padded_geometry(oh_n, ow_n, s, 3)
     per_channel = area + wide
     span = scratch.shape[1] // 4
     groups = (oh_n + rows - 1) // rows  # tasks: (block of 4 output channels, group of rows)
@@ -330,8 +329,7 @@ def conv_direct_few_simd(x, w, offsets, bias, out, s, pt, pl, act, alpha, lo, hi
             channel = planes[c * per_channel:(c + 1) * per_channel]
             if n == 0:
                 channel[:] = 0  # the padding, never written by fill_padded
-            fill_padded(x[n, c], channel[:area], channel[area:], s, pt, pl, hp, wp_, pitch,
-                        size)
+            fill_padded(x[n, c], channel[:area], channel[area:], s, pt, pl, hp, wp, pitch, size)
         for part in prange(parts):
             acc = scratch[part]
             for task in range(part * tasks // parts, (part + 1) * tasks // parts):
