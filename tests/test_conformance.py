@@ -277,6 +277,26 @@ def test_manifest_without_reason_is_rejected_and_stale_strict_xfail_fails(tmp_pa
     assert done.returncode == 1 and "XPASS(strict)" in done.stdout
 
 
+def test_ops_and_checks_select_exactly_those_cases(tmp_path):
+    """``--ops Mul,Relu`` keeps the cases of exactly those ops (not MatMul's, whose name holds
+    "Mul", as ``-k Mul`` would), ``--checks value`` only the value checks; an unknown kind of
+    check is a usage error that names the known ones."""
+    done = run_suite(tmp_path, None, "--backend", "reference", "--source", "all", "--ops", "Mul",
+                     "--ops", "Relu", "--checks", "value", "--report", str(tmp_path / "r"))
+    assert done.returncode == 0, done.stdout[-3000:]
+    results = json.loads((tmp_path / "r" / "report.json").read_text())["results"]
+    assert {r["op"] for r in results} == {"Mul", "Relu"}
+    assert {r["check"] for r in results} == {"value"}
+    assert {r["source"] for r in results} == {"refmnn", "onnx"} and len(results) > 100
+    contract = run_suite(tmp_path, None, "--backend", "reference", "--source", "refmnn", "--ops",
+                         "Relu", "--checks", "contract,probe", "--report", str(tmp_path / "c"))
+    assert contract.returncode == 0, contract.stdout[-3000:]
+    results = json.loads((tmp_path / "c" / "report.json").read_text())["results"]
+    assert {r["check"] for r in results} == {"contract"} and {r["op"] for r in results} == {"Relu"}
+    wrong = run_suite(tmp_path, None, "--backend", "reference", "--checks", "values")
+    assert wrong.returncode == 4 and "unknown kind(s) ['values']" in wrong.stderr + wrong.stdout
+
+
 def test_refmnn_conformance_command(tmp_path, monkeypatch):
     from refmnn.cli import main
     from refmnn_conformance import cli
@@ -289,6 +309,11 @@ def test_refmnn_conformance_command(tmp_path, monkeypatch):
     assert argv[:5] == ["-p", "refmnn_conformance.plugin", "-p", "no:cacheprovider", "--pyargs"]
     assert argv[5] == "refmnn_conformance" and "--backend" in argv and "acme" in argv
     assert ["-n", "2"] == argv[argv.index("-n"):argv.index("-n") + 2] and "onnx" in argv
+    assert main(["conformance", "--backend", "acme", "--ops", "Conv,MatMul", "--ops", "Erf",
+                 "--checks", "value"]) == 0
+    argv = seen[-1]
+    assert [argv[i + 1] for i, a in enumerate(argv) if a == "--ops"] == ["Conv,MatMul", "Erf"]
+    assert argv[argv.index("--checks") + 1] == "value"
     assert cli.main(["--backend", "reference", "-k", "Relu"]) == 0
     assert main(["conformance", "--backend", "opencl", "--device", "1", "--option", "tune=off",
                  "--option", "platform=NVIDIA"]) == 0

@@ -4,7 +4,8 @@
 
     refmnn conformance --backend NAME [--report DIR] [--xfails FILE] [-n N] [-k EXPR]
                        [--source refmnn|onnx|all] [--precision low|normal|high] [--strict-xfails]
-                       [--device DEV] [--option KEY=VALUE ...] [-- extra pytest arguments]
+                       [--device DEV] [--option KEY=VALUE ...] [--ops OP,...]
+                       [--checks value,error,contract,probe] [-- extra pytest arguments]
 
 Exit status is pytest's: 0 when every judged case conforms.
 """
@@ -32,6 +33,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--option", dest="options", metavar="KEY=VALUE", action="append",
                         default=[], help="a BackendConfig.options entry (repeatable), e.g. "
                                          "tune=off for the opencl backend")
+    parser.add_argument("--ops", metavar="OP[,OP...]", action="append", default=[],
+                        help="only the cases of these ops (exact names, e.g. Conv,MatMul)")
+    parser.add_argument("--checks", metavar="KIND[,KIND...]",
+                        help="only these kinds of check: value, error, contract, probe")
     parser.add_argument("-q", "--quiet", action="store_true", help="less pytest output")
     parser.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
     return parser
@@ -54,6 +59,10 @@ def pytest_argv(args: argparse.Namespace) -> list[str]:
         argv += ["-n", str(args.workers)]
     if args.keyword:
         argv += ["-k", args.keyword]
+    for ops in args.ops:
+        argv += ["--ops", ops]
+    if args.checks:
+        argv += ["--checks", args.checks]
     if args.quiet:
         argv.append("-q")
     return argv + list(args.pytest_args)

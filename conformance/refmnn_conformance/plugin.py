@@ -42,6 +42,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     metavar="KEY=VALUE", help="a BackendConfig.options entry (repeatable)")
     group.addoption("--source", dest="refmnn_source", default="all", choices=("refmnn", "onnx", "all"),
                     help="which cases: refmnn's own (with the contract checks), the ONNX node tests, or all")
+    group.addoption("--ops", dest="refmnn_ops", action="append", default=[], metavar="OP[,OP...]",
+                    help="only the cases of these ops (exact op names, repeatable)")
+    group.addoption("--checks", dest="refmnn_checks", default="", metavar="KIND[,KIND...]",
+                    help=f"only these kinds of check: {', '.join(CHECKS)} (default: all)")
+
+
+CHECKS = ("value", "error", "contract", "probe")
+"""The kinds of check an item makes (its ``check``): a value against the reference, a clear
+error for bad input, a contract rule (poison, inputs untouched, no allocation in run), the
+backend's probe."""
+
+
+def selection(config: pytest.Config) -> tuple[frozenset[str], frozenset[str]]:
+    """The ``--ops`` and ``--checks`` given (empty: no filter); an unknown check kind is a usage
+    error."""
+    ops = frozenset(o.strip() for given in config.getoption("refmnn_ops") for o in given.split(",")
+                    if o.strip())
+    checks = frozenset(c.strip() for c in config.getoption("refmnn_checks").split(",") if c.strip())
+    unknown = sorted(checks - set(CHECKS))
+    if unknown:
+        raise pytest.UsageError(f"--checks: unknown kind(s) {unknown} (known: {', '.join(CHECKS)})")
+    return ops, checks
 
 
 def backend_header(config: pytest.Config) -> dict[str, str]:
@@ -109,6 +131,7 @@ class ConformancePlugin:
         return None
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        self._select(items)
         if not self.xfails:
             return
         strict = self.strict
@@ -124,6 +147,22 @@ class ConformancePlugin:
                     item.add_marker(pytest.mark.xfail(reason=entry.reason, raises=None,
                                                       strict=strict and not entry.flaky))
                     break
+
+    def _select(self, items: list[pytest.Item]) -> None:
+        """Deselect the items outside ``--ops`` / ``--checks`` (a vendor checking a few ops, or
+        a short lease of a device checking only values)."""
+        ops, checks = selection(self.config)
+        if not ops and not checks:
+            return
+        keep, drop = [], []
+        for item in items:
+            describe = getattr(item, "_describe", None)
+            ok = describe is not None and (not ops or describe()["op"] in ops) and \
+                (not checks or getattr(item, "check", "") in checks)
+            (keep if ok else drop).append(item)
+        if drop:
+            self.config.hook.pytest_deselected(items=drop)
+            items[:] = keep
 
     # -- reporting -------------------------------------------------------------------------
 
