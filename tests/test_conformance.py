@@ -280,7 +280,7 @@ def test_manifest_without_reason_is_rejected_and_stale_strict_xfail_fails(tmp_pa
 def test_ops_and_checks_select_exactly_those_cases(tmp_path):
     """``--ops Mul,Relu`` keeps the cases of exactly those ops (not MatMul's, whose name holds
     "Mul", as ``-k Mul`` would), ``--checks value`` only the value checks; an unknown kind of
-    check is a usage error that names the known ones."""
+    check, or an op with no case, is a usage error that names it."""
     done = run_suite(tmp_path, None, "--backend", "reference", "--source", "all", "--ops", "Mul",
                      "--ops", "Relu", "--checks", "value", "--report", str(tmp_path / "r"))
     assert done.returncode == 0, done.stdout[-3000:]
@@ -295,6 +295,9 @@ def test_ops_and_checks_select_exactly_those_cases(tmp_path):
     assert {r["check"] for r in results} == {"contract"} and {r["op"] for r in results} == {"Relu"}
     wrong = run_suite(tmp_path, None, "--backend", "reference", "--checks", "values")
     assert wrong.returncode == 4 and "unknown kind(s) ['values']" in wrong.stderr + wrong.stdout
+    typo = run_suite(tmp_path, None, "--backend", "reference", "--source", "refmnn", "--ops",
+                     "Conv2D,Relu")
+    assert typo.returncode == 4 and "no case of ['Conv2D']" in typo.stderr + typo.stdout
 
 
 def test_refmnn_conformance_command(tmp_path, monkeypatch):

@@ -154,6 +154,10 @@ class ConformancePlugin:
         ops, checks = selection(self.config)
         if not ops and not checks:
             return
+        known = {d()["op"] for d in (getattr(i, "_describe", None) for i in items) if d}
+        if ops - known:
+            raise pytest.UsageError(f"--ops: no case of {sorted(ops - known)} in the suite "
+                                    "(op names are ONNX's, e.g. Conv, MatMul, Softmax)")
         keep, drop = [], []
         for item in items:
             describe = getattr(item, "_describe", None)
