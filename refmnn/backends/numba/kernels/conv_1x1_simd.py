@@ -11,9 +11,9 @@ end; the task's row blocks take the same strip of x in turn, so it comes from L1
 first. The pixels left after the last whole micro-tile go in one 4 x 16 or 4 x 8 tile (one
 8-wide row for the channels left after the blocks of four); the last few pixels of a plane
 whose size is not a multiple of 8 go one at a time, with the output channels in the lanes
-(weights transposed once in ``prepare``). The task's bias, FusedConv residual and activation are applied right
-after, while its outputs are in L1 (:func:`.fused.epilogue_rows`; a residual that broadcasts
-goes to the epilogue pass instead, as in ``gemm_1x1``).
+(weights transposed once in ``prepare``). The task's bias, FusedConv residual and activation
+are applied right after, while its outputs are in L1 (:func:`.fused.epilogue_rows`; a residual
+that broadcasts goes to the epilogue pass instead, as in ``gemm_1x1``).
 
 Where it pays: few input channels. There OpenBLAS's sgemm (``gemm_1x1``) spends much of its
 time packing a thin x and on its tile edges; with more input channels its cache blocking wins.
