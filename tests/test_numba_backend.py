@@ -83,12 +83,15 @@ CONV_CASES = [
     ((1, 4, 11, 10), (6, 2, 3, 2), {"group": 2, "dilations": [2, 1], "pads": [2, 1, 0, 1]},
      ("direct", "im2col_gemm")),
     ((2, 8, 5, 6), (5, 8, 1, 1), {}, ("direct", "im2col_gemm", "gemm_1x1", *SIMD_1X1)),
-    # gemm_1x1_simd's edges: 19 output channels (a group of 16, then three rows), 99 pixels
-    # (four micro-tiles, then three one at a time); 400 pixels (two blocks of 192, then 16
-    # pixels 8 at a time); a 7 x 7 plane with one micro-tile row and more input channels
+    # gemm_1x1_simd's edges: 19 output channels (four blocks of 4, then three rows through the
+    # spare tile), 99 pixels (four strips of 24, then 3 pixels of an 8-wide strip); 400 pixels
+    # (16 strips, a 16-wide last one); a 7 x 7 plane (a 24-wide strip, 24 + 1 pixels of the
+    # next, then 1 of an 8-wide one) with one channel block; weights of 173 KB, run in the "by
+    # rows" order, 141 output channels (the last block of one) over 35 pixels (24 + 11)
     ((2, 5, 9, 11), (19, 5, 1, 1), {}, ("gemm_1x1", *SIMD_1X1)),
     ((1, 8, 20, 20), (40, 8, 1, 1), {}, ("gemm_1x1", *SIMD_1X1)),
     ((1, 70, 7, 7), (4, 70, 1, 1), {}, ("gemm_1x1", *SIMD_1X1)),
+    ((2, 314, 5, 7), (141, 314, 1, 1), {}, ("gemm_1x1", *SIMD_1X1)),
     ((1, 6, 10, 10), (6, 1, 3, 3), {"group": 6, "pads": [1, 1, 1, 1]},
      ("direct", "im2col_gemm", "depthwise", "depthwise_s1", "depthwise3x3",
       "depthwise3x3_same")),
@@ -202,10 +205,11 @@ def test_strassen_cost_prefers_blas_below_large_products():
     assert strassen.levels(4096, 4096, 4096) == 1  # deeper levels cost more additions than they save
 
 
-def test_gemm_1x1_simd_is_chosen_for_few_input_channels_and_constant_weights():
-    """The costs give a 1x1 conv with at most 32 input channels to gemm_1x1_simd and one with
-    more to gemm_1x1 (measured: conv_1x1_simd's docstring); weights fed at run time cannot be
-    transposed in prepare, so the scheme does not apply to them."""
+def test_gemm_1x1_simd_is_chosen_for_few_channels_and_constant_weights():
+    """The costs give a 1x1 conv with at most 32 input channels or at most 64 output channels to
+    gemm_1x1_simd and one with more of both to gemm_1x1 (measured: conv_1x1_simd's docstring);
+    weights fed at run time cannot be packed in prepare, so the scheme does not apply to
+    them."""
     def chosen(model):  # type: ignore[no-untyped-def]
         plan = refmnn.Session(model, backends=("numba",), check=False).resize()
         return next(s.scheme for s in plan.steps if isinstance(s, RunStep))
@@ -213,7 +217,8 @@ def test_gemm_1x1_simd_is_chosen_for_few_input_channels_and_constant_weights():
     if not SIMD_1X1:
         pytest.skip("gemm_1x1_simd applies only on CPUs with AVX2 and FMA")
     assert chosen(conv_model((1, 16, 56, 56), (96, 16, 1, 1))) == "gemm_1x1_simd"
-    assert chosen(conv_model((1, 256, 14, 14), (64, 256, 1, 1))) == "gemm_1x1"
+    assert chosen(conv_model((1, 256, 14, 14), (64, 256, 1, 1))) == "gemm_1x1_simd"
+    assert chosen(conv_model((1, 256, 14, 14), (128, 256, 1, 1))) == "gemm_1x1"
     node = helper.make_node("Conv", ["X", "W"], ["Y"], name="n0")
     fed = make_model([node], [("X", F, (1, 16, 56, 56)), ("W", F, (96, 16, 1, 1))],
                      [("Y", F, None)])

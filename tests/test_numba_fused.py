@@ -51,6 +51,39 @@ def test_fused_conv_1x1_and_depthwise(act, params):
         check_node(model, {"X": rand(2, 6, 7, 7)}, must_run=schemes)
 
 
+@pytest.mark.parametrize(("act", "params"), FUSED_ACTS[1:3])
+@pytest.mark.parametrize("residual", [False, True])
+def test_fused_conv_1x1_activation_passes_nan(act, params, residual):
+    """gemm_1x1_simd applies Relu and Clip in registers (``simd.vrelu``, ``simd.vclamp``): a NaN
+    input reaches every output channel of its pixel as NaN, as in the reference, and +-inf are
+    clipped or kept; 11 output channels (two blocks of four, then three), 30 pixels."""
+    w = numpy_helper.from_array(rand(11, 6, 1, 1), "W")
+    b = numpy_helper.from_array(rand(11), "B")
+    inputs = ["X", "W", "B"] + (["Z"] if residual else [])
+    node = helper.make_node("FusedConv", inputs, ["Y"], name="n0", domain="refmnn",
+                            activation=act, **params)
+    decl = [("X", F, (1, 6, 5, 6))] + ([("Z", F, (1, 11, 5, 6))] if residual else [])
+    model = make_model([node], decl, [("Y", F, None)], initializers=[w, b],
+                       extra_opsets=[("refmnn", 1)])
+    x = rand(1, 6, 5, 6)
+    x[0, 2, 1, 4] = np.nan  # pixel 10: the first strip, inside the tiles
+    x[0, 0, 4, 5] = np.nan  # pixel 29: the narrow last strip
+    x[0, 3, 0, 0] = np.inf
+    feeds = {"X": x, **({"Z": rand(1, 11, 5, 6)} if residual else {})}
+    expected = refmnn.Session(model, check=False).run(feeds)["Y"]
+    assert np.isnan(expected).sum() == 2 * 11
+
+    def same(scheme, outputs):
+        got = outputs[0]
+        assert np.array_equal(np.isnan(got), np.isnan(expected)), scheme
+        finite = np.isfinite(expected)
+        assert np.array_equal(got[~finite & ~np.isnan(expected)],
+                              expected[~finite & ~np.isnan(expected)]), scheme
+        assert rel_l2(got[finite], expected[finite]) <= 1e-5, scheme
+
+    check_node(model, feeds, tol=None, must_run=("gemm_1x1", *SIMD_1X1), inspect=same)
+
+
 @pytest.mark.parametrize(("act", "params"), FUSED_ACTS[:3] + FUSED_ACTS[4:5] + FUSED_ACTS[6:7])
 @pytest.mark.parametrize("residual", [False, True])
 @pytest.mark.parametrize(("stride", "pads", "scheme"), [(1, [1, 2, 2, 0], "depthwise3x3"),
@@ -206,23 +239,25 @@ def test_depthwise3x3_parallel_parts(stride, scheme, monkeypatch):
 
 @pytest.mark.parametrize("split", [False, True])
 @pytest.mark.parametrize("residual", [False, True])
-def test_fused_gemm_1x1_epilogue_per_panel(split, residual, monkeypatch):
+@pytest.mark.parametrize(("oc", "c", "h", "w"), [(7, 5, 9, 11), (141, 314, 5, 7)])
+def test_fused_gemm_1x1_epilogue_per_panel(split, residual, oc, c, h, w, monkeypatch):
     """gemm_1x1 applies bias, residual and activation per sgemm panel (split over the GEMM pool's
-    threads or not), gemm_1x1_simd per task, N = 2, odd sizes; a broadcast residual goes through
+    threads or not), gemm_1x1_simd per task (7 x 5 weights: tasks of a strip; 141 x 314, 173 KB:
+    tasks of channel blocks over all strips), N = 2, odd sizes; a broadcast residual goes through
     the epilogue pass."""
     from refmnn.backends.numba import _blas
 
     monkeypatch.setattr(_blas, "SPLIT_MIN_FLOPS", 0 if split else 1e30)
-    w = numpy_helper.from_array(rand(7, 5, 1, 1), "W")
-    b = numpy_helper.from_array(rand(7), "B")
-    for z_shape in ((2, 7, 9, 11), (1, 7, 1, 11)) if residual else (None,):
+    weights = numpy_helper.from_array(rand(oc, c, 1, 1), "W")
+    b = numpy_helper.from_array(rand(oc), "B")
+    for z_shape in ((2, oc, h, w), (1, oc, 1, w)) if residual else (None,):
         inputs = ["X", "W", "B"] + (["Z"] if z_shape else [])
         node = helper.make_node("FusedConv", inputs, ["Y"], name="n0", domain="refmnn",
                                 activation="clip", activation_min=-0.5, activation_max=1.0)
-        decl = [("X", F, (2, 5, 9, 11))] + ([("Z", F, z_shape)] if z_shape else [])
-        model = make_model([node], decl, [("Y", F, None)], initializers=[w, b],
+        decl = [("X", F, (2, c, h, w))] + ([("Z", F, z_shape)] if z_shape else [])
+        model = make_model([node], decl, [("Y", F, None)], initializers=[weights, b],
                            extra_opsets=[("refmnn", 1)])
-        feeds = {"X": rand(2, 5, 9, 11), **({"Z": rand(*z_shape)} if z_shape else {})}
+        feeds = {"X": rand(2, c, h, w), **({"Z": rand(*z_shape)} if z_shape else {})}
         check_node(model, feeds, must_run=("gemm_1x1", *SIMD_1X1))
 
 
@@ -235,20 +270,20 @@ def test_bound_gemm_kernels_follow_new_inputs(monkeypatch):
     binds = []
     bind = _blas.Gemm.bind
     monkeypatch.setattr(_blas.Gemm, "bind", lambda self, *a: binds.append(1) or bind(self, *a))
-    w = numpy_helper.from_array(rand(24, 40, 1, 1), "W")  # 40 input channels: gemm_1x1's
-    b = numpy_helper.from_array(rand(24), "B")
+    w = numpy_helper.from_array(rand(72, 40, 1, 1), "W")  # 40 -> 72 channels: gemm_1x1's
+    b = numpy_helper.from_array(rand(72), "B")
     m = numpy_helper.from_array(rand(10, 40), "M")
     conv = helper.make_node("FusedConv", ["X", "W", "B", "Z"], ["Y"], name="conv",
                             domain="refmnn", activation="relu")
     mm = helper.make_node("FusedMatMul", ["Y", "M", "", "R"], ["Out"], name="mm",
                           domain="refmnn", activation="none")
-    decl = [("X", F, (1, 40, 12, 10)), ("Z", F, (1, 24, 12, 10)), ("R", F, (1, 24, 12, 40))]
+    decl = [("X", F, (1, 40, 12, 10)), ("Z", F, (1, 72, 12, 10)), ("R", F, (1, 72, 12, 40))]
     model = make_model([conv, mm], decl, [("Out", F, None)], initializers=[w, b, m],
                        extra_opsets=[("refmnn", 1)])
     reference = refmnn.Session(model, check=False)
     session = refmnn.Session(model, backends=("numba",), check=False)
     for _ in range(3):
-        feeds = {"X": rand(1, 40, 12, 10), "Z": rand(1, 24, 12, 10), "R": rand(1, 24, 12, 40)}
+        feeds = {"X": rand(1, 40, 12, 10), "Z": rand(1, 72, 12, 10), "R": rand(1, 72, 12, 40)}
         assert rel_l2(session.run(feeds)["Out"], reference.run(feeds)["Out"]) <= 1e-5
     schemes = {s.node.name: str(s.scheme) for s in session.plan.steps if isinstance(s, RunStep)}
     assert schemes == {"conv": "gemm_1x1", "mm": "blas"}

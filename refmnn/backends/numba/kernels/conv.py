@@ -61,7 +61,8 @@ mobilenet_v2 8.35 / 7.38 / 7.32 ms and mobilenet_v1 14.63 / 12.98 / 12.91 ms.
     and F(4x4, 3x3), in :mod:`.conv_winograd` (algorithm, cost formula, measured table);
     ``winograd_f23_simd``, ``winograd_f43_simd`` the same with the products in register tiles
     (:mod:`.gemm_simd`) for at most 128 input channels.
-``gemm_1x1_simd`` -- ``gemm_1x1`` as a register-blocked product, in :mod:`.conv_1x1_simd`.
+``gemm_1x1_simd`` -- ``gemm_1x1`` as a register-blocked product on packed operands, in
+:mod:`.conv_1x1_simd`.
 ``depthwise3x3``, ``depthwise3x3_same`` -- depthwise 3x3 (MobileNet's layers), in
     :mod:`.conv_depthwise3x3` (the loops, costs and measured tables).
 ``direct3x3_few``, ``direct7x7_few`` -- 3x3 or 7x7, one group, at most four input channels (a
@@ -84,7 +85,8 @@ from refmnn.backends.base import KernelDef, NodeSpec, Scheme
 from refmnn.backends.numba._blas import Binding
 from refmnn.backends.numba.kernels._common import F32, PARALLEL_LOCK, PJIT
 from refmnn.backends.numba.kernels.conv_1x1_simd import (gemm_1x1_simd, gemm_1x1_simd_cost,
-                                                        is_1x1_constant, transposed_weights)
+                                                        is_1x1_constant, packed_weights)
+from refmnn.backends.numba.kernels.conv_1x1_simd import plan as plan_1x1
 from refmnn.backends.numba.kernels.conv_base import (GEMM_CALL, LOOP, ConvBase, conv_params,
                                                      gemm_macs, is_1x1, is_2d, is_3x3_s1,
                                                      is_depthwise, is_depthwise_3x3,
@@ -409,23 +411,40 @@ class Gemm1x1Conv(GemmConv):
 
 
 class Gemm1x1SimdConv(Gemm1x1Conv):
-    """gemm_1x1_simd: :class:`Gemm1x1Conv`'s image loop and in-panel epilogue, each image's
-    product computed in Numba's register tiles (:func:`.conv_1x1_simd.gemm_1x1_simd`, the
+    """gemm_1x1_simd: :class:`Gemm1x1Conv`'s in-panel epilogue, each image's product computed
+    in Numba's register tiles on packed operands (:func:`.conv_1x1_simd.gemm_1x1_simd`, the
     epilogue per task) instead of an sgemm; there is no call to bind."""
 
     def prepare(self, spec: NodeSpec) -> None:
+        import numba
+
         super().prepare(spec)
-        self.wt = transposed_weights(self.backend, spec)
+        self.wp = packed_weights(self.backend, spec)
         plain = self.epilogue.panel_args(None, None, False)
         self.plain = (*plain[:5], NONE, *plain[6:])  # no bias, residual or activation
+        oc, c = int(spec.inputs[1].shape[0]), int(spec.inputs[1].shape[1])
+        p = int(spec.inputs[0].shape[2]) * int(spec.inputs[0].shape[3])
+        self.parts = numba.config.NUMBA_NUM_THREADS
+        self.by_rows, self.groups, self.strips, self.sub, self.row, plane = plan_1x1(
+            oc, c, p, self.parts)
+        self.plane = max(plane, 1)
+        self.workspace_bytes = (self.parts * self.row + self.plane) * 4
 
-    def _bind(self, inputs, out):  # type: ignore[no-untyped-def]
-        return None
-
-    def product(self, inputs, a, b, n, group, o) -> None:  # type: ignore[no-untyped-def]
-        args = self.panel_args(inputs, n, group, o) if self.in_panel else self.plain
-        with PARALLEL_LOCK:
-            gemm_1x1_simd(a, self.wt, b, o, *args)
+    def run(self, inputs, outputs, workspace):
+        x, out = inputs[0], outputs[0]
+        c, oc = x.shape[1], out.shape[1]
+        p = x.shape[2] * x.shape[3]
+        raw = workspace.handle[:self.workspace_bytes].view(np.float32)
+        scratch = raw[:self.parts * self.row].reshape(self.parts, self.row)
+        plane = raw[self.parts * self.row:]
+        for n in range(x.shape[0]):
+            o = out[n].reshape(oc, p)
+            args = self.panel_args(inputs, n, 0, o) if self.in_panel else self.plain
+            with PARALLEL_LOCK:
+                gemm_1x1_simd(self.wp, oc, x[n].reshape(c, p), o, *args, self.by_rows,
+                              self.groups, self.strips, self.sub, scratch, plane)
+        if not self.in_panel:
+            self.epilogue(inputs, out)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,45 +1,69 @@
-"""``gemm_1x1_simd``: a 1x1 convolution (stride 1, one group) as a register-blocked product in
-Numba's own code -- no BLAS call, nothing packed (see :mod:`.conv` for the notation).
+"""``gemm_1x1_simd``: a 1x1 convolution (stride 1, one group, constant weights) as a
+register-blocked product on packed operands, in Numba's own code -- no BLAS call (see
+:mod:`.conv` for the notation).
 
-Per image the output plane is ``y [OC, P] = W [OC, C] @ x [C, P]`` (``P = H * W``), the input
-plane read in place. Tasks of ``GROUP`` output channels by ``BLOCK`` pixels are shared out over
-the threads (``prange``). A task walks its pixels in the micro-tiles of :mod:`.gemm_simd`
-(:func:`.gemm_simd.block`): 4 x 24 outputs, twelve 8-lane accumulators (:mod:`.simd`) held in
-registers through the whole sum over the C input channels, each step loading three vectors of
-one input row and broadcasting four weights (12 FMAs for 7 loads), the tile stored once at the
-end; the task's row blocks take the same strip of x in turn, so it comes from L1 after the
-first. The pixels left after the last whole micro-tile go in one 4 x 16 or 4 x 8 tile (one
-8-wide row for the channels left after the blocks of four); the last few pixels of a plane
-whose size is not a multiple of 8 go one at a time, with the output channels in the lanes
-(weights transposed once in ``prepare``). The task's bias, FusedConv residual and activation
-are applied right after, while its outputs are in L1 (:func:`.fused.epilogue_rows`; a residual
-that broadcasts goes to the epilogue pass instead, as in ``gemm_1x1``).
+Per image the output plane is ``y [OC, P] = W [OC, C] @ x [C, P]`` (``P = H * W``). Both
+operands are packed so that the micro-tile reads two contiguous streams, as a BLAS does:
 
-Where it pays: few input channels. There OpenBLAS's sgemm (``gemm_1x1``) spends much of its
-time packing a thin x and on its tile edges; with more input channels its cache blocking wins.
-Against it on an AVX2 EPYC (Zen 3; OpenBLAS's Haswell kernels, one panel per thread), 2
-threads, each scheme's kernel with a bias, medians of 5 x 40 calls alternating (us,
-``gemm_1x1`` / ``gemm_1x1_simd``):
+* the weights once, in ``prepare`` (:func:`packed_weights`): blocks of four output channels,
+  ``[OC/4][C][4]``, so the four weights a step broadcasts are adjacent;
+* the input in strips of 24 pixels, ``[C][24]`` (the last strip of a plane 8, 16 or 24 wide,
+  zero-filled past the plane), copied at run time (:func:`pack_strip`).
 
-    ====================  ==============  =======================================
+A strip times a block of four channels is one micro-tile of :mod:`.gemm_simd` (4 x 24, twelve
+8-lane accumulators held through the whole sum over C; 4 x 16 or 4 x 8 for a narrow last
+strip), stored straight into y -- or through a small buffer where the tile overhangs the plane
+or the channels. Two orders of the loops, by the size of the weights:
+
+* **by strips** (weights up to ``ROWS_ORDER_BYTES``): a task takes a run of up to 8 strips;
+  it packs as many of them as fit in half of L1 into its own buffer and runs each of its
+  channel blocks against them, left to right, then the next ones (the weights stay in L2; each
+  output row is written in stretches of up to 192 pixels: tile by tile down the channels
+  instead, the rows of a 112 x 112 plane, 50176 bytes apart, fell into the same few L1 sets
+  and that layer ran 3x slower). Tasks are (run of strips, group of channel blocks), enough of
+  them to share out over the threads.
+* **by rows** (larger weights): the plane is packed whole first, then a task takes a few
+  channel blocks and runs each against every strip: each block's weights come from memory
+  once and stay in L1, the packed plane is read from L2.
+
+Each tile's bias and activation (none, Relu or Clip) are applied in registers: the bias is
+where the accumulators start, the activation comes before the store; a FusedConv residual is
+added to the tile right after it is stored (:func:`_residual`, the activation then). A task's
+``fused.epilogue_rows`` does it for the other activations. At few input channels a tile costs
+little, and an epilogue after it costs as much: bias and Clip as a pass over each stored tile
+took the 16 -> 96 @ 112x112 product from 411 to 716 us, in registers from 609 to 634 us (2
+threads, two runs of a busy machine). A residual that broadcasts goes to the epilogue pass
+instead, as in ``gemm_1x1``.
+
+Against OpenBLAS's sgemm (``gemm_1x1``) on an AVX2 EPYC (Zen 3; OpenBLAS's Haswell kernels),
+each scheme's kernel with a bias, one thread, CPU time, the least of 5 x 40 calls alternating
+(us, ``gemm_1x1`` / ``gemm_1x1_simd``; the machine was shared and busy, and repeated runs moved
+single rows by up to 20%):
+
+    ====================  ==============  ==================================
     layer (C -> OC @ HW)  times           in the zoo
-    ====================  ==============  =======================================
-    16 -> 96 @ 112x112    453 / 372       MobileNetV2's first expansion
-    32 -> 16 @ 112x112    123 / 103       MobileNetV2's first projection
-    24 -> 144 @ 56x56     195 / 174       MobileNetV2
-    32 -> 192 @ 28x28     75 / 74         MobileNetV2
-    16 -> 64 @ 55x55      135 / 106       SqueezeNet's expand1x1
-    128 -> 16 @ 55x55     132 / 97        SqueezeNet's squeeze (priced above: C > 32)
-    96 -> 24 @ 56x56      117 / 144
-    64 -> 384 @ 14x14     67 / 72
-    96 -> 576 @ 14x14     136 / 152
-    576 -> 96 @ 14x14     155 / 185
-    960 -> 320 @ 7x7      206 / 257
-    512 -> 1000 @ 13x13   1026 / 1387     SqueezeNet's classifier
-    ====================  ==============  =======================================
+    ====================  ==============  ==================================
+    16 -> 96 @ 112x112    816 / 853       MobileNetV2's first expansion
+    24 -> 144 @ 56x56     360 / 322       MobileNetV2's expansions
+    32 -> 192 @ 28x28     162 / 133
+    96 -> 24 @ 56x56      217 / 263       MobileNetV2's projections
+    144 -> 24 @ 56x56     319 / 307
+    192 -> 32 @ 28x28     149 / 142
+    384 -> 64 @ 14x14     154 / 134
+    64 -> 384 @ 14x14     139 / 155       (priced above gemm_1x1)
+    16 -> 64 @ 55x55      138 / 134       SqueezeNet's expand1x1
+    128 -> 16 @ 55x55     240 / 236       SqueezeNet's squeeze
+    256 -> 32 @ 27x27     185 / 171
+    512 -> 64 @ 13x13     164 / 157
+    ====================  ==============  ==================================
+
+Whole models, 2 threads, against the unpacked version of this kernel (which read x and w in
+place, tasks of 16 channels x 192 pixels, the epilogue per task), medians of 8 x 5 runs in
+two processes each, alternating: SqueezeNet 1.1 9.54 / 9.58 -> 8.94 / 9.05 ms, MobileNetV2
+14.49 / 14.19 -> 13.80 / 14.07 ms.
 
 The cost (:func:`gemm_1x1_simd_cost`) prices it below ``gemm_1x1`` for at most
-``FEW_CHANNELS`` input channels and above it otherwise.
+``FEW_CHANNELS`` input channels or at most ``FEW_OUTPUTS`` output channels, above it otherwise.
 """
 
 from __future__ import annotations
@@ -50,83 +74,207 @@ from numba import njit, prange
 from refmnn.backends.base import NodeSpec, Storage
 from refmnn.backends.numba.kernels._common import JIT, PJIT
 from refmnn.backends.numba.kernels.conv_base import GEMM_CALL, gemm_macs, is_1x1
-from refmnn.backends.numba.kernels.fused import NONE, epilogue_rows
-from refmnn.backends.numba.kernels.gemm_simd import BLOCK, GROUP, ROWS, block
-from refmnn.backends.numba.kernels.simd import native, vfma, vlane, vload, vsplat
+from refmnn.backends.numba.kernels.fused import CLIP, NONE, RELU, epilogue_rows
+from refmnn.backends.numba.kernels.gemm_simd import (PIXELS, ROWS, activate8, tile4x8, tile4x16,
+                                                    tile4x24)
+from refmnn.backends.numba.kernels.simd import native, vadd, vload, vstore
 
-FEW_CHANNELS = 32  # the scheme is priced below gemm_1x1 up to this many input channels
+FEW_CHANNELS = 32  # input channels up to which the scheme is priced below gemm_1x1
+FEW_OUTPUTS = 64  # output channels up to which it is, whatever the input channels
+ROWS_ORDER_BYTES = 160 * 1024  # weights above this size are run in the "by rows" order
+TASKS_PER_PART = 8  # tasks per worker at least, where the channels allow (load balance)
+SPARE = ROWS * PIXELS  # a worker's buffer for one overhanging tile
+RUN = 8  # strips per task at most, by strips
+SUB_BYTES = 16 * 1024  # packed strips at a time at most: half of L1
+
+
+@njit(**JIT)
+def strips(p):  # type: ignore[no-untyped-def]
+    """A plane of ``p`` pixels as ``(full, tail)``: ``full`` strips of 24 and a last strip
+    ``tail`` wide (8, 16 or 24; 0 when 24 divides ``p``)."""
+    full, rest = divmod(p, PIXELS)
+    return full, (0 if rest == 0 else 8 if rest <= 8 else 16 if rest <= 16 else PIXELS)
 
 
 @njit(inline="always", **JIT)
-def _pixel(wt, pitch, x, y, i0, i1, j, k, p):
-    """``y[i0:i1, j] = w[i0:i1] @ x[:, j]`` for one pixel, the output channels in the lanes:
-    ``wt [C, pitch]`` holds the transposed weights (zero beyond OC, ``pitch >= i0 + 8``), the
-    pixel's input value is broadcast. Four chains of FMAs, summed at the end (one chain is
-    bound by the FMA's latency)."""
-    a0 = a1 = a2 = a3 = vsplat(np.float32(0))
-    c = 0
-    while c + 4 <= k:
-        a0 = vfma(vload(wt, c * pitch + i0), vsplat(x[c * p + j]), a0)
-        a1 = vfma(vload(wt, (c + 1) * pitch + i0), vsplat(x[(c + 1) * p + j]), a1)
-        a2 = vfma(vload(wt, (c + 2) * pitch + i0), vsplat(x[(c + 2) * p + j]), a2)
-        a3 = vfma(vload(wt, (c + 3) * pitch + i0), vsplat(x[(c + 3) * p + j]), a3)
-        c += 4
-    for c in range(c, k):
-        a0 = vfma(vload(wt, c * pitch + i0), vsplat(x[c * p + j]), a0)
-    for r in range(i1 - i0):
-        y[(i0 + r) * p + j] = (vlane(a0, r) + vlane(a1, r)) + (vlane(a2, r) + vlane(a3, r))
+def pack_strip(x, p, k, j0, n, width, buf):
+    """``buf[c * width + t] = x[c * p + j0 + t]`` for ``t < n``, zero for ``n <= t < width``,
+    every input channel ``c < k``: one strip of the plane ``x [k, p]`` (flat)."""
+    if n == width:
+        for c in range(k):
+            src, dst = c * p + j0, c * width
+            for v in range(0, width, 8):
+                vstore(buf, dst + v, vload(x, src + v))
+    else:
+        for c in range(k):
+            src, dst = c * p + j0, c * width
+            for t in range(n):
+                buf[dst + t] = x[src + t]
+            for t in range(n, width):
+                buf[dst + t] = 0.0
+
+
+@njit(inline="always", **JIT)
+def _residual(y, o, p, width, z, act, lo, hi):
+    """``act(y + z)`` on one tile just stored (``y``, ``z`` flat, the tile from ``o`` on: four
+    rows of pitch ``p``, ``width`` wide); the activation is none, Relu or Clip."""
+    for row in range(ROWS):
+        for v in range(0, width, 8):
+            q = o + row * p + v
+            vstore(y, q, activate8(vadd(vload(y, q), vload(z, q)), act, lo, hi))
+
+
+@njit(inline="always", **JIT)
+def _tile(wp, k, r, xs, xo, width, n, y, yf, p, m, j0, spare, bias, z, zf, has_b, has_z, act,
+          alpha, lo, hi, finish):
+    """Channels ``4r .. 4r + 3`` over one packed strip (``xs`` from ``xo``, ``width`` wide, its
+    first ``n`` pixels in the plane, from pixel ``j0``): straight into ``y`` (``[m, p]``) when
+    the tile lies inside it, else through ``spare`` and only the part inside copied. With
+    ``finish``, the tile's epilogue too: the bias is where its accumulators start, the
+    activation is applied before they are stored, and a residual is added in between by
+    :func:`_residual` (:func:`.fused.epilogue_rows` on the part of a tile that overhangs).
+    ``yf``, ``zf``: y and z flat, made once by the caller (a reshape per tile costs a reference
+    count's atomic update, shared by the threads)."""
+    i = r * ROWS
+    inside = n == width and i + ROWS <= m
+    out, oo, op = (yf, i * p + j0, p) if inside else (spare, 0, PIXELS)
+    wo = r * k * ROWS
+    tb = finish and has_b
+    ta = act if finish and not has_z else NONE
+    if width == PIXELS:
+        tile4x24(wp, wo, 1, ROWS, xs, xo, width, out, oo, op, 0, k, bias, i, tb, ta, lo, hi)
+    elif width == 16:
+        tile4x16(wp, wo, 1, ROWS, xs, xo, width, out, oo, op, 0, k, bias, i, tb, ta, lo, hi)
+    else:
+        tile4x8(wp, wo, 1, ROWS, xs, xo, width, out, oo, op, 0, k, bias, i, tb, ta, lo, hi)
+    if inside:
+        if finish and has_z:
+            _residual(yf, oo, p, width, zf, act, lo, hi)
+        return
+    rows = min(ROWS, m - i)
+    for row in range(rows):
+        for t in range(n):
+            yf[(i + row) * p + j0 + t] = spare[row * PIXELS + t]
+    if finish and has_z:
+        epilogue_rows(y, bias, z, False, True, False, act, alpha, lo, hi, i, i + rows, j0,
+                      j0 + n)
 
 
 @njit(**PJIT)
-def gemm_1x1_simd(w, wt, x, y, bias, z, has_b, has_z, b_cols, act, alpha, lo, hi):
-    """``y = act(w @ x + bias + z)`` for one image: ``w [OC, C]``, ``x [C, P]`` and ``y [OC,
-    P]`` C-contiguous float32, ``wt`` the transposed weights, flat (see :func:`_pixel`); ``z``
-    shaped like ``y`` when ``has_z``. Tasks of ``GROUP`` output channels by ``BLOCK`` pixels;
-    within a task, each micro-tile's strip of x is read by all ``GROUP / ROWS`` of its row
-    blocks in turn (from L1 after the first). The epilogue per task
-    (:func:`.fused.epilogue_rows`, bias per row)."""
-    m, k = w.shape
-    p = x.shape[1]
-    pitch = wt.shape[0] // k
-    xf, yf = x.reshape(-1), y.reshape(-1)
-    blocks = (p + BLOCK - 1) // BLOCK
-    for task in prange(((m + GROUP - 1) // GROUP) * blocks):
-        i0 = (task // blocks) * GROUP
-        i1 = min(m, i0 + GROUP)
-        j0 = (task % blocks) * BLOCK
-        j1 = min(p, j0 + BLOCK)
-        j = block(w, xf, 0, p, yf, 0, p, i0, i1, j0, j1, k)  # all but the last < 8 pixels
-        for i in range(i0, i1, ROWS):  # the plane's last few pixels, one at a time
-            for jj in range(j, j1):
-                _pixel(wt, pitch, xf, yf, i, min(i1, i + ROWS), jj, k, p)
-        if has_b or has_z or act != NONE:
-            epilogue_rows(y, bias, z, has_b, has_z, b_cols, act, alpha, lo, hi, i0, i1, j0, j1)
+def gemm_1x1_simd(wp, m, x, y, bias, z, has_b, has_z, b_cols, act, alpha, lo, hi, by_rows,
+                  groups, run, sub, scratch, plane):
+    """``y = act(w @ x + bias + z)`` for one image: ``wp`` the packed weights of ``w [m, C]``
+    (:func:`packed_weights`), ``x [C, P]`` and ``y [m, P]`` C-contiguous float32, ``z`` shaped
+    like ``y`` when ``has_z``. ``scratch [parts, ...]``: each worker's strip buffer (``C * 24``,
+    by strips) and spare tile (the last ``SPARE``); ``plane``: the packed plane (by rows).
+    ``groups``: the channel blocks' share-out, per run of ``run`` strips (by strips, packed
+    ``sub`` at a time) or over all (by rows). See the module docstring."""
+    k, p = x.shape
+    full, tail = strips(p)
+    count = full + (1 if tail else 0)
+    blocks = (m + ROWS - 1) // ROWS
+    parts = scratch.shape[0]
+    per = (blocks + groups - 1) // groups
+    xf, yf, zf = x.reshape(-1), y.reshape(-1), z.reshape(-1)
+    # the epilogue per tile (bias, residual, none / Relu / Clip) or, for the other
+    # activations, per task (epilogue_rows, scalar)
+    finish = (has_b or has_z or act != NONE) and (act == NONE or act == RELU or act == CLIP)
+    epi = (has_b or has_z or act != NONE) and not finish
+    if by_rows:
+        for s in prange(count):
+            width = PIXELS if s < full else tail
+            pack_strip(xf, p, k, s * PIXELS, min(width, p - s * PIXELS), width,
+                       plane[s * k * PIXELS:])
+        for part in prange(parts):
+            spare = scratch[part]
+            for g in range(part * groups // parts, (part + 1) * groups // parts):
+                for r in range(g * per, min(blocks, (g + 1) * per)):
+                    for s in range(count):
+                        width = PIXELS if s < full else tail
+                        _tile(wp, k, r, plane, s * k * PIXELS, width,
+                              min(width, p - s * PIXELS), y, yf, p, m, s * PIXELS, spare, bias,
+                              z, zf, has_b, has_z, act, alpha, lo, hi, finish)
+                if epi and g * per < blocks:
+                    epilogue_rows(y, bias, z, has_b, has_z, b_cols, act, alpha, lo, hi,
+                                  g * per * ROWS, min(m, (g + 1) * per * ROWS), 0, p)
+        return
+    runs = (count + run - 1) // run
+    tasks = runs * groups
+    for part in prange(parts):
+        buf = scratch[part]
+        spare = buf[buf.shape[0] - SPARE:]
+        for task in range(part * tasks // parts, (part + 1) * tasks // parts):
+            first, g = task // groups * run, task % groups
+            last = min(count, first + run)
+            for a in range(first, last, sub):  # sub strips at a time, packed one after another
+                b = min(last, a + sub)
+                for s in range(a, b):
+                    width = PIXELS if s < full else tail
+                    pack_strip(xf, p, k, s * PIXELS, min(width, p - s * PIXELS), width,
+                               buf[(s - a) * k * PIXELS:])
+                for r in range(g * per, min(blocks, (g + 1) * per)):
+                    for s in range(a, b):  # a block's rows written left to right
+                        width = PIXELS if s < full else tail
+                        _tile(wp, k, r, buf, (s - a) * k * PIXELS, width,
+                              min(width, p - s * PIXELS), y, yf, p, m, s * PIXELS, spare, bias,
+                              z, zf, has_b, has_z, act, alpha, lo, hi, finish)
+            if epi and g * per < blocks:
+                epilogue_rows(y, bias, z, has_b, has_z, b_cols, act, alpha, lo, hi,
+                              g * per * ROWS, min(m, (g + 1) * per * ROWS), first * PIXELS,
+                              min(p, last * PIXELS))
+
+
+def plan(oc: int, c: int, p: int, parts: int) -> tuple[bool, int, int, int, int, int]:
+    """``(by_rows, groups, run, sub, scratch row length, plane length)`` of
+    :func:`gemm_1x1_simd` for ``w [oc, c]`` over ``p`` pixels with ``parts`` workers. By rows
+    when the weights exceed ``ROWS_ORDER_BYTES``. By strips, a task takes a run of up to
+    ``RUN`` strips (fewer when the plane has too few for ``TASKS_PER_PART`` tasks per worker),
+    packed ``sub`` at a time, as many as fit in ``SUB_BYTES`` (L1): each channel block's rows
+    are written in stretches of ``sub`` strips, and the epilogue of a task works on stretches
+    of the run; the channel blocks' groups are halved until there are enough tasks or a group
+    is down to two blocks."""
+    full, tail = strips(p)
+    count = full + (1 if tail else 0)
+    blocks = (oc + ROWS - 1) // ROWS
+    want = TASKS_PER_PART * parts
+    if oc * c * 4 > ROWS_ORDER_BYTES:
+        return True, min(blocks, want), 1, 1, SPARE, count * c * PIXELS
+    run = max(1, min(RUN, count // want))
+    sub = max(1, min(run, SUB_BYTES // (c * PIXELS * 4)))
+    runs = -(-count // run)
+    groups = 1
+    while runs * groups < want and blocks // (2 * groups) >= 2:
+        groups *= 2
+    return False, groups, run, sub, sub * c * PIXELS + SPARE, 0
 
 
 def is_1x1_constant(spec: NodeSpec) -> bool:
     """``gemm_1x1``'s conditions (1x1, stride 1, no padding, one group) with the weights known
-    when planning (``prepare`` transposes them once), on a CPU with AVX2 and FMA
+    when planning (``prepare`` packs them once), on a CPU with AVX2 and FMA
     (:func:`.simd.native`)."""
     return is_1x1(spec) and 1 in spec.constants and native()
 
 
 def gemm_1x1_simd_cost(spec: NodeSpec) -> float:
     """``gemm_1x1``'s cost -- ``2 * MACs`` plus ``GEMM_CALL`` per image (here a parallel launch)
-    -- with the MACs' term times 0.85 for at most ``FEW_CHANNELS`` input channels, times 1.3
-    beyond (see the module docstring)."""
-    c = int(spec.inputs[1].shape[1])
-    factor = 0.85 if c <= FEW_CHANNELS else 1.3
+    -- with the MACs' term times 0.75 for at most ``FEW_CHANNELS`` input channels, 0.85 for at
+    most ``FEW_OUTPUTS`` output channels, 1.1 otherwise (see the module docstring)."""
+    oc, c = int(spec.inputs[1].shape[0]), int(spec.inputs[1].shape[1])
+    factor = 0.75 if c <= FEW_CHANNELS else 0.85 if oc <= FEW_OUTPUTS else 1.1
     return 2 * gemm_macs(spec) * factor + GEMM_CALL * int(spec.inputs[0].shape[0])
 
 
-def transposed_weights(backend, spec: NodeSpec) -> np.ndarray:  # type: ignore[no-untyped-def]
-    """The constant weights ``[OC, C, 1, 1]`` transposed into a STATIC buffer, flat ``[C,
-    pitch]`` with zeros beyond OC (:func:`_pixel`'s ``wt``; ``pitch`` leaves every task's
-    ``i0 + 8`` lanes inside a row)."""
+def packed_weights(backend, spec: NodeSpec) -> np.ndarray:  # type: ignore[no-untyped-def]
+    """The constant weights ``[OC, C, 1, 1]`` packed into a STATIC buffer, flat ``[OC/4][C][4]``
+    (weight ``(i, c)`` at ``(i // 4) * 4C + 4c + i % 4``), zeros for the channels past OC."""
     oc, c = int(spec.inputs[1].shape[0]), int(spec.inputs[1].shape[1])
-    pitch = (oc + ROWS - 1) // ROWS * ROWS + 4
-    buf = backend.allocate(c * pitch * 4, Storage.STATIC)
-    wt = buf.handle[:c * pitch * 4].view(np.float32)
-    wt[:] = 0
-    wt.reshape(c, pitch)[:, :oc] = np.asarray(spec.constants[1], np.float32).reshape(oc, c).T
-    return wt
+    blocks = (oc + ROWS - 1) // ROWS
+    buf = backend.allocate(blocks * c * ROWS * 4, Storage.STATIC)
+    wp = buf.handle[:blocks * c * ROWS * 4].view(np.float32)
+    wp[:] = 0
+    w = np.asarray(spec.constants[1], np.float32).reshape(oc, c)
+    packed = wp.reshape(blocks, c, ROWS)
+    for i in range(ROWS):
+        rows = w[i::ROWS]
+        packed[:rows.shape[0], :, i] = rows
+    return wp

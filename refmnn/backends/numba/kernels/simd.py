@@ -11,7 +11,13 @@ gives Numba one:
 * :data:`f32x8` -- a Numba type whose value is LLVM's ``<8 x float>`` (kept in a register);
 * :func:`vload` / :func:`vstore` -- eight consecutive elements of a C-contiguous 1-D float32
   array at an element index (unaligned; no bounds check: the caller keeps ``i + 8 <= size``);
-* :func:`vsplat` -- one float32 in all eight lanes; :func:`vlane` -- one lane as a float32;
+* :func:`vsplat` -- one float32 in all eight lanes; :func:`vbroadcast` -- one element of such
+  an array in all eight lanes, read like :func:`vload` (no bounds check, and no wraparound:
+  a plain ``w[i]`` with a signed index carries Numba's negative-index fix-up, whose extra
+  registers make LLVM spill a 4 x 24 tile's accumulators to the stack -- measured 1.7-2x
+  slower); :func:`vlane` -- one lane as a float32;
+* :func:`vadd` -- ``a + b`` lane-wise; :func:`vrelu`, :func:`vclamp` -- the Relu and Clip
+  activations lane-wise, as the scalar ``fused.activate`` computes them (NaN passes through);
 * :func:`vfma` -- ``a * b + c`` lane-wise, LLVM's ``llvm.fma.v8f32`` (one ``vfmadd231ps`` on
   an AVX2/FMA CPU; two SSE halves, or a libcall, on older ones -- the same results).
 
@@ -68,6 +74,14 @@ def _address(context: Any, builder: Any, array_type: Any, array: Any, index: Any
     return builder.bitcast(builder.gep(data, [index]), _VECTOR.as_pointer())
 
 
+def _splat(builder: Any, value: Any) -> Any:
+    """A float32 IR value in all eight lanes (insert into lane 0, shuffle with a zero mask)."""
+    lane0 = builder.insert_element(ir.Constant(_VECTOR, ir.Undefined), value,
+                                   ir.Constant(ir.IntType(32), 0))
+    zeros = ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES)
+    return builder.shuffle_vector(lane0, ir.Constant(_VECTOR, ir.Undefined), zeros)
+
+
 def _check_array(array: Any) -> None:
     if not (isinstance(array, types.Array) and array.dtype == types.float32 and array.ndim == 1
             and array.layout == "C"):
@@ -103,12 +117,22 @@ def vsplat(typingctx: Any, value: Any) -> Any:
     """``value`` (a float32) in all eight lanes."""
 
     def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
-        lane0 = builder.insert_element(ir.Constant(_VECTOR, ir.Undefined), args[0],
-                                       ir.Constant(ir.IntType(32), 0))
-        zeros = ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES)
-        return builder.shuffle_vector(lane0, ir.Constant(_VECTOR, ir.Undefined), zeros)
+        return _splat(builder, args[0])
 
     return f32x8(types.float32), codegen
+
+
+@intrinsic
+def vbroadcast(typingctx: Any, array: Any, index: Any) -> Any:
+    """``array[index]`` (``index >= 0``, not checked) in all eight lanes."""
+    _check_array(array)
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        data = context.make_array(sig.args[0])(context, builder, args[0]).data
+        value = builder.load(builder.gep(data, [args[1]]), align=4)
+        return _splat(builder, value)
+
+    return f32x8(array, index), codegen
 
 
 @intrinsic
@@ -133,4 +157,40 @@ def vfma(typingctx: Any, a: Any, b: Any, c: Any) -> Any:
     return f32x8(f32x8, f32x8, f32x8), codegen
 
 
-__all__ = ["LANES", "f32x8", "native", "vfma", "vlane", "vload", "vsplat", "vstore"]
+@intrinsic
+def vadd(typingctx: Any, a: Any, b: Any) -> Any:
+    """``a + b`` lane-wise."""
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        return builder.fadd(args[0], args[1])
+
+    return f32x8(f32x8, f32x8), codegen
+
+
+@intrinsic
+def vrelu(typingctx: Any, a: Any) -> Any:
+    """``a`` where ``a > 0`` or ``a`` is NaN, else +0 (``fused.activate``'s Relu)."""
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        zero = ir.Constant(_VECTOR, [0.0] * LANES)
+        keep = builder.fcmp_unordered(">", args[0], zero)  # true for NaN too
+        return builder.select(keep, args[0], zero)
+
+    return f32x8(f32x8), codegen
+
+
+@intrinsic
+def vclamp(typingctx: Any, a: Any, lo: Any, hi: Any) -> Any:
+    """``lo`` where ``a < lo``, then ``hi`` where that is ``> hi`` (``fused.activate``'s Clip:
+    NaN passes through)."""
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        a, lo, hi = args
+        low = builder.select(builder.fcmp_ordered("<", a, lo), lo, a)
+        return builder.select(builder.fcmp_ordered(">", low, hi), hi, low)
+
+    return f32x8(f32x8, f32x8, f32x8), codegen
+
+
+__all__ = ["LANES", "f32x8", "native", "vadd", "vbroadcast", "vclamp", "vfma", "vlane", "vload",
+           "vrelu", "vsplat", "vstore"]
