@@ -10,9 +10,9 @@ at ``wo + r * wr + c * wc`` (``wr = k, wc = 1`` for w's rows as they are; ``wr =
 for weights packed four rows at a time, as ``gemm_1x1_simd`` keeps them), input ``(c, j)`` at
 ``xo + c * xp + j`` and output ``(r, j)`` at ``yo + r * yp + j`` (``xp``, ``yp`` the row
 pitches). One function serves the slices of a batch and a 1x1 convolution's packed operands.
-The weights are read with :func:`.simd.vbroadcast`: a plain ``w[q]`` carries Numba's
-negative-index fix-up, whose extra registers made LLVM spill the 4 x 24 tile's accumulators to
-the stack on every step (measured 1.7-2x slower).
+The weights are read with :func:`.simd.vbroadcast`: with a plain ``w[q]`` (Numba's
+negative-index fix-up on every read) LLVM spilled the 4 x 24 tile's accumulators to the stack
+on every step of a packed-weights product, which ran 1.7-2x slower.
 
 * :func:`tile4x24` -- twelve accumulators, 12 FMAs for 7 loads per step: the main tile.
 * :func:`tile4x16`, :func:`tile4x8` -- the columns left after the 24-wide tiles (eight and
@@ -46,8 +46,9 @@ _ZERO = np.float32(0)
 
 @njit(inline="always", **JIT)
 def _start(b, o, has_b):
-    """An accumulator's start: ``b[o]`` in every lane (a row's bias, added first), else 0."""
-    return vsplat(b[o] if has_b else np.float32(0))
+    """An accumulator's start: ``b[o]`` in every lane (a row's bias, added first), else 0 (also
+    for the rows of a tile past the end of ``b``, which the caller discards)."""
+    return vsplat(b[o] if has_b and o < b.shape[0] else np.float32(0))
 
 
 @njit(inline="always", **JIT)

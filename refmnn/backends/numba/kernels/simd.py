@@ -14,8 +14,8 @@ gives Numba one:
 * :func:`vsplat` -- one float32 in all eight lanes; :func:`vbroadcast` -- one element of such
   an array in all eight lanes, read like :func:`vload` (no bounds check, and no wraparound:
   a plain ``w[i]`` with a signed index carries Numba's negative-index fix-up, whose extra
-  registers make LLVM spill a 4 x 24 tile's accumulators to the stack -- measured 1.7-2x
-  slower); :func:`vlane` -- one lane as a float32;
+  registers made LLVM spill a 4 x 24 tile's accumulators to the stack in a packed-weights
+  product, 1.7-2x slower); :func:`vlane` -- one lane as a float32;
 * :func:`vadd` -- ``a + b`` lane-wise; :func:`vrelu`, :func:`vclamp` -- the Relu and Clip
   activations lane-wise, as the scalar ``fused.activate`` computes them (NaN passes through);
 * :func:`vfma` -- ``a * b + c`` lane-wise, LLVM's ``llvm.fma.v8f32`` (one ``vfmadd231ps`` on
