@@ -85,9 +85,9 @@ CONV_CASES = [
     ((2, 8, 5, 6), (5, 8, 1, 1), {}, ("direct", "im2col_gemm", "gemm_1x1", *SIMD_1X1)),
     # gemm_1x1_simd's edges: 19 output channels (four blocks of 4, then three rows through the
     # spare tile), 99 pixels (four strips of 24, then 3 pixels of an 8-wide strip); 400 pixels
-    # (16 strips, a 16-wide last one); a 7 x 7 plane (a 24-wide strip, 24 + 1 pixels of the
-    # next, then 1 of an 8-wide one) with one channel block; weights of 173 KB, run in the "by
-    # rows" order, 141 output channels (the last block of one) over 35 pixels (24 + 11)
+    # (16 strips, a 16-wide last one); a 7 x 7 plane (two strips of 24, then 1 pixel of an
+    # 8-wide one) with one channel block; weights of 173 KB, run in the "by rows" order, 141
+    # output channels (the last block of one) over 35 pixels (24, then 11 of a 16-wide strip)
     ((2, 5, 9, 11), (19, 5, 1, 1), {}, ("gemm_1x1", *SIMD_1X1)),
     ((1, 8, 20, 20), (40, 8, 1, 1), {}, ("gemm_1x1", *SIMD_1X1)),
     ((1, 70, 7, 7), (4, 70, 1, 1), {}, ("gemm_1x1", *SIMD_1X1)),

@@ -413,7 +413,8 @@ class Gemm1x1Conv(GemmConv):
 class Gemm1x1SimdConv(Gemm1x1Conv):
     """gemm_1x1_simd: :class:`Gemm1x1Conv`'s in-panel epilogue, each image's product computed
     in Numba's register tiles on packed operands (:func:`.conv_1x1_simd.gemm_1x1_simd`, the
-    epilogue per task) instead of an sgemm; there is no call to bind."""
+    epilogue per tile, in registers where the activation allows) instead of an sgemm; its own
+    ``run``, with nothing to bind."""
 
     def prepare(self, spec: NodeSpec) -> None:
         import numba
