@@ -410,8 +410,8 @@ class Gemm1x1Conv(GemmConv):
         return self.backend.gemm.bind(w.reshape(oc, c), x[0].reshape(c, p), o, args)
 
 
-class Gemm1x1SimdConv(Gemm1x1Conv):
-    """gemm_1x1_simd: :class:`Gemm1x1Conv`'s in-panel epilogue, each image's product computed
+class Gemm1x1SimdConv(GemmConv):
+    """gemm_1x1_simd: :class:`GemmConv`'s in-panel epilogue, each image's product computed
     in Numba's register tiles on packed operands (:func:`.conv_1x1_simd.gemm_1x1_simd`, the
     epilogue per tile, in registers where the activation allows) instead of an sgemm; its own
     ``run``, with nothing to bind."""

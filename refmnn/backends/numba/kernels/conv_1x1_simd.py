@@ -90,10 +90,20 @@ SUB_BYTES = 16 * 1024  # packed strips at a time at most: half of L1
 
 @njit(**JIT)
 def strips(p):  # type: ignore[no-untyped-def]
-    """A plane of ``p`` pixels as ``(full, tail)``: ``full`` strips of 24 and a last strip
-    ``tail`` wide (8, 16 or 24; 0 when 24 divides ``p``)."""
+    """A plane of ``p`` pixels as ``(count, full, tail)``: ``count`` strips, ``full`` of them
+    24 wide and a last one ``tail`` wide (8, 16 or 24; 0, and no such strip, when 24 divides
+    ``p``)."""
     full, rest = divmod(p, PIXELS)
-    return full, (0 if rest == 0 else 8 if rest <= 8 else 16 if rest <= 16 else PIXELS)
+    tail = 0 if rest == 0 else 8 if rest <= 8 else 16 if rest <= 16 else PIXELS
+    return full + (1 if tail else 0), full, tail
+
+
+@njit(inline="always", **JIT)
+def _strip(s, full, tail, p):
+    """Strip ``s`` of a plane of ``p`` pixels (see :func:`strips`) as ``(width, n)``: its width
+    and how many of its pixels lie in the plane."""
+    width = PIXELS if s < full else tail
+    return width, min(width, p - s * PIXELS)
 
 
 @njit(inline="always", **JIT)
@@ -170,8 +180,7 @@ def gemm_1x1_simd(wp, m, x, y, bias, z, has_b, has_z, b_cols, act, alpha, lo, hi
     ``groups``: the channel blocks' share-out, per run of ``run`` strips (by strips, packed
     ``sub`` at a time) or over all (by rows). See the module docstring."""
     k, p = x.shape
-    full, tail = strips(p)
-    count = full + (1 if tail else 0)
+    count, full, tail = strips(p)
     blocks = (m + ROWS - 1) // ROWS
     parts = scratch.shape[0]
     per = (blocks + groups - 1) // groups
@@ -182,18 +191,17 @@ def gemm_1x1_simd(wp, m, x, y, bias, z, has_b, has_z, b_cols, act, alpha, lo, hi
     epi = (has_b or has_z or act != NONE) and not finish
     if by_rows:
         for s in prange(count):
-            width = PIXELS if s < full else tail
-            pack_strip(xf, p, k, s * PIXELS, min(width, p - s * PIXELS), width,
-                       plane[s * k * PIXELS:])
+            width, n = _strip(s, full, tail, p)
+            pack_strip(xf, p, k, s * PIXELS, n, width, plane[s * k * PIXELS:])
         for part in prange(parts):
             spare = scratch[part]
             for g in range(part * groups // parts, (part + 1) * groups // parts):
                 for r in range(g * per, min(blocks, (g + 1) * per)):
                     for s in range(count):
-                        width = PIXELS if s < full else tail
-                        _tile(wp, k, r, plane, s * k * PIXELS, width,
-                              min(width, p - s * PIXELS), y, yf, p, m, s * PIXELS, spare, bias,
-                              z, zf, has_b, has_z, act, alpha, lo, hi, finish)
+                        width, n = _strip(s, full, tail, p)
+                        _tile(wp, k, r, plane, s * k * PIXELS, width, n, y, yf, p, m,
+                              s * PIXELS, spare, bias, z, zf, has_b, has_z, act, alpha, lo, hi,
+                              finish)
                 if epi and g * per < blocks:
                     epilogue_rows(y, bias, z, has_b, has_z, b_cols, act, alpha, lo, hi,
                                   g * per * ROWS, min(m, (g + 1) * per * ROWS), 0, p)
@@ -209,15 +217,14 @@ def gemm_1x1_simd(wp, m, x, y, bias, z, has_b, has_z, b_cols, act, alpha, lo, hi
             for a in range(first, last, sub):  # sub strips at a time, packed one after another
                 b = min(last, a + sub)
                 for s in range(a, b):
-                    width = PIXELS if s < full else tail
-                    pack_strip(xf, p, k, s * PIXELS, min(width, p - s * PIXELS), width,
-                               buf[(s - a) * k * PIXELS:])
+                    width, n = _strip(s, full, tail, p)
+                    pack_strip(xf, p, k, s * PIXELS, n, width, buf[(s - a) * k * PIXELS:])
                 for r in range(g * per, min(blocks, (g + 1) * per)):
                     for s in range(a, b):  # a block's rows written left to right
-                        width = PIXELS if s < full else tail
-                        _tile(wp, k, r, buf, (s - a) * k * PIXELS, width,
-                              min(width, p - s * PIXELS), y, yf, p, m, s * PIXELS, spare, bias,
-                              z, zf, has_b, has_z, act, alpha, lo, hi, finish)
+                        width, n = _strip(s, full, tail, p)
+                        _tile(wp, k, r, buf, (s - a) * k * PIXELS, width, n, y, yf, p, m,
+                              s * PIXELS, spare, bias, z, zf, has_b, has_z, act, alpha, lo, hi,
+                              finish)
             if epi and g * per < blocks:
                 epilogue_rows(y, bias, z, has_b, has_z, b_cols, act, alpha, lo, hi,
                               g * per * ROWS, min(m, (g + 1) * per * ROWS), first * PIXELS,
@@ -233,8 +240,7 @@ def plan(oc: int, c: int, p: int, parts: int) -> tuple[bool, int, int, int, int,
     are written in stretches of ``sub`` strips, and the epilogue of a task works on stretches
     of the run; the channel blocks' groups are halved until there are enough tasks or a group
     is down to two blocks."""
-    full, tail = strips(p)
-    count = full + (1 if tail else 0)
+    count = strips(p)[0]
     blocks = (oc + ROWS - 1) // ROWS
     want = TASKS_PER_PART * parts
     if oc * c * 4 > ROWS_ORDER_BYTES:
