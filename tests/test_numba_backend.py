@@ -225,6 +225,28 @@ def test_gemm_1x1_simd_is_chosen_for_few_channels_and_constant_weights():
     assert chosen(fed) == "gemm_1x1"
 
 
+def test_winograd_costs_count_the_sgemms_packing():
+    """ResNet-18's 3x3 layers with more than 128 channels (no register-tile variant) go to
+    winograd_f23 at 256 @ 14x14 -- F(4,3)'s 36 sgemms of 16 columns each pack a 256 x 256 U_i,
+    and that costs more than the multiplies they save (GEMM_PACK, conv_base.py) -- and at 512
+    @ 7x7; with ResNet-18's 64 channels at 56x56 the sgemm variants keep winograd_f43 (on a CPU
+    without AVX2 and FMA that is what runs there)."""
+    from refmnn.backends.numba.kernels import conv, conv_winograd
+
+    def costs(c, hw):  # type: ignore[no-untyped-def]
+        model = conv_model((1, c, hw, hw), (c, c, 3, 3), pads=[1, 1, 1, 1])
+        spec = refmnn.Session(model, backends=("numba",), check=False).resize().specs["n0"]
+        return (conv._im2col_cost(spec), conv_winograd.winograd23_cost(spec),
+                conv_winograd.winograd43_cost(spec))
+
+    im2col, f23, f43 = costs(256, 14)
+    assert f23 < min(im2col, f43)
+    im2col, f23, f43 = costs(512, 7)
+    assert f23 < min(im2col, f43)
+    im2col, f23, f43 = costs(64, 56)
+    assert f43 < min(im2col, f23)
+
+
 BINARY = ["Add", "Sub", "Mul", "Div", "Max", "Min"]
 SHAPES = [((2, 3, 4, 5), (2, 3, 4, 5)), ((2, 3, 4, 5), (3, 1, 1)), ((2, 3, 4, 5), ()), ((1,), (2, 3, 4, 5)),
           ((2, 1, 4, 1, 6), (3, 1, 5, 6)), ((4, 1), (1, 5))]

@@ -35,7 +35,8 @@ mobilenet_v2 8.35 / 7.38 / 7.32 ms and mobilenet_v1 14.63 / 12.98 / 12.91 ms.
     ``+ 4 * N * C * KH * KW * OH * OW`` (packing traffic) ``+ LOOP * N * C * KH * KW * OH``
     (a row loop per matrix row and output row: ResNet-18's three 3x3 stride-2 layers, 16128
     such loops each, packed in 188-204 us whatever their length, 2 threads)
-    ``+ 2e6 * N * g`` (per-group
+    ``+ 40 * N * OC * C/g * KH * KW`` (the sgemm packing the weights: ``GEMM_PACK`` in
+    :mod:`.conv_base`) ``+ 2e6 * N * g`` (per-group
     launch and sgemm overhead, ~40 us: it rules the scheme out for depthwise layers, where 960
     groups took 60 ms against 0.6 ms).
 ``gemm_1x1`` -- 1x1 kernel, stride 1, no padding, one group: the input plane already *is* the
@@ -87,9 +88,9 @@ from refmnn.backends.numba.kernels._common import F32, PARALLEL_LOCK, PJIT
 from refmnn.backends.numba.kernels.conv_1x1_simd import (gemm_1x1_simd, gemm_1x1_simd_cost,
                                                         is_1x1_constant, packed_weights)
 from refmnn.backends.numba.kernels.conv_1x1_simd import plan as plan_1x1
-from refmnn.backends.numba.kernels.conv_base import (GEMM_CALL, LOOP, ConvBase, conv_params,
-                                                     gemm_macs, is_1x1, is_2d, is_3x3_s1,
-                                                     is_depthwise, is_depthwise_3x3,
+from refmnn.backends.numba.kernels.conv_base import (GEMM_CALL, GEMM_PACK, LOOP, ConvBase,
+                                                     conv_params, gemm_macs, is_1x1, is_2d,
+                                                     is_3x3_s1, is_depthwise, is_depthwise_3x3,
                                                      is_depthwise_s1, macs)
 from refmnn.backends.numba.kernels.conv_direct_few import (DirectFewConv, DirectFewSimdConv,
                                                            direct3x3_few_cost,
@@ -480,8 +481,9 @@ def _im2col_cost(spec: NodeSpec) -> float:
     n, c, _, _ = (int(d) for d in spec.inputs[0].shape)
     kh, kw, *_, g = conv_params(spec)
     oh, ow = (int(d) for d in spec.outputs[0].shape[2:])
+    oc = int(spec.inputs[1].shape[0])
     return (2 * gemm_macs(spec) + 4.0 * n * c * kh * kw * oh * ow + LOOP * n * c * kh * kw * oh
-            + 10 * GEMM_CALL * n * g)
+            + GEMM_PACK * n * oc * (c // g) * kh * kw + 10 * GEMM_CALL * n * g)
 
 
 def _gemm_1x1_cost(spec: NodeSpec) -> float:

@@ -24,6 +24,18 @@ LOOP = 800.0
 # have 16 columns) and chose im2col_gemm; in the model, 2 threads, interleaved, each layer took
 # 2.05-2.13 ms as im2col_gemm and 1.36-1.43 ms as winograd_f23 (ResNet-18 21.56 -> 18.04 ms).
 GEMM_COLUMNS = 16
+# Per element of the weights-side operand that an sgemm packs on every call (OpenBLAS packs
+# both operands each time; in im2col_gemm, im2col_s2 and the sgemm Winograd products the
+# weights' side is the large one, and the a*a products of F(a-2, 3) pack a*a times as many
+# elements as the weights have). Measured on ResNet-18's 3x3 layers, kernels alone, 2 threads,
+# the least of 4 medians of 10 calls alternating (us, im2col_gemm / winograd_f23 /
+# winograd_f43): 256 @ 14x14 2302 / 1167 / 1654, 512 @ 7x7 3365 / 3440 / 5403. Without this
+# term the costs chose winograd_f43 at 256 @ 14x14 (36 products of 16 columns, each packing a
+# 256 x 256 matrix); with it, winograd_f23, and at 512 @ 7x7 still winograd_f23 (faster in the
+# model: see above). Whole model, 2 threads, alternating processes: ResNet-18 33.43 / 36.19 ->
+# 32.86 / 34.15 ms (medians of two runs of 50). The value lies in the range (30..53) that
+# orders both layers so; every other choice in the zoo stays as it was.
+GEMM_PACK = 40.0
 
 
 # ---------------------------------------------------------------------------------------------

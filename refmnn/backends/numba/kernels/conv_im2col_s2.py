@@ -16,7 +16,8 @@ activation, go to the epilogue pass.
 Cost: ``2 * MACS`` on ``OH * P`` columns (rounded up to 16, :func:`.conv_base.gemm_columns`)
 ``+ 4 * N * C * H * W`` (the planes) ``+ N * 9C * OH * P`` (the contiguous copies)
 ``+ LOOP * N * C * (H + 9)`` (a loop per input row and per matrix row; ``im2col_gemm`` starts one
-per matrix row and output row) ``+ 2e5 * N``. The matrix alone, 2 threads, median of 5 x 100
+per matrix row and output row) ``+ 40 * N * OC * 9C`` (the sgemm packing the weights:
+``GEMM_PACK``, :mod:`.conv_base`) ``+ 2e5 * N``. The matrix alone, 2 threads, median of 5 x 100
 calls, against ``im2col``: 64 @ 56 -> 28 53 against 193 us, 128 @ 28 58 against 204, 256 @ 14
 34 against 188. In ResNet-18 at 2 threads, 40 interleaved runs against a session without the
 scheme (these layers then ran ``im2col_gemm``): 939 -> 802, 878 -> 857 and 1063 -> 1023 us, the
@@ -30,8 +31,8 @@ from numba import njit, prange
 
 from refmnn.backends.base import NodeSpec
 from refmnn.backends.numba.kernels._common import PARALLEL_LOCK, PJIT
-from refmnn.backends.numba.kernels.conv_base import (GEMM_CALL, LOOP, ConvBase, conv_params,
-                                                     gemm_columns, is_2d, macs)
+from refmnn.backends.numba.kernels.conv_base import (GEMM_CALL, GEMM_PACK, LOOP, ConvBase,
+                                                     conv_params, gemm_columns, is_2d, macs)
 from refmnn.backends.numba.kernels.conv_depthwise3x3 import (fill_padded, padded_geometry,
                                                              store_rows)
 
@@ -123,4 +124,4 @@ def im2col_s2_cost(spec: NodeSpec) -> float:
     span = oh * (ow + 1)
     gemm = 2 * macs(spec) * gemm_columns(span) / max(oh * ow, 1)
     copies = 4.0 * n * c * h * w + 1.0 * n * 9 * c * span + LOOP * n * c * (h + 9)
-    return gemm + copies + GEMM_CALL * n
+    return gemm + copies + GEMM_PACK * n * int(spec.inputs[1].shape[0]) * 9 * c + GEMM_CALL * n

@@ -55,6 +55,8 @@ Winograd cost, F(m x m, 3x3) with ``a = m + 2`` and ``tiles = ceil(OH/m) * ceil(
                                                    an sgemm computes at a time, conv_base.py)
          + 60 * a*a * (C + OC) * tiles             the input and output transforms, per element
          + 20 * a*a * OC * C                       reading U, once per image
+         + 40 * a*a * OC * C                       the sgemms packing each U_i (GEMM_PACK,
+                                                   conv_base.py; not in the *_simd variants)
          + 2 * 2e5)                                the sgemm calls
 
 The two coefficients were fitted (least squares, in the units of ``conv._im2col_cost``, whose own
@@ -86,6 +88,13 @@ im2col_gemm on SqueezeNet's 16 -> 64 channel layers at 55x55 (few input channels
 transforms weigh more against the GEMM), where F(4,3) measured 2x faster (bench/test_schemes.py,
 ``conv3x3_16to64_55``, 2 threads, medians of 20: the last row, C != OC). 60 units orders all
 five layers as measured and keeps every choice of the first four.
+
+Since then both Winograd kernels changed (fused output transforms, whole-plane loops), and on a
+Zen 3 EPYC (2026-11-26) the 256 @ 14x14 row measured 2.30 / 1.17 / 1.65 ms: F(4,3)'s 36 sgemms
+of 16 columns each pack a 256 x 256 U_i, and that packing, which the formula above left out,
+outweighs the multiplies it saves. The packing term (``GEMM_PACK``, also in ``im2col_gemm``'s
+and ``im2col_s2``'s costs for their weights) now chooses F(2,3) there; the other rows' choices
+stand.
 """
 
 from __future__ import annotations
@@ -95,7 +104,8 @@ from numba import njit, prange
 
 from refmnn.backends.base import NodeSpec, Storage
 from refmnn.backends.numba.kernels._common import JIT, PARALLEL_LOCK, PJIT
-from refmnn.backends.numba.kernels.conv_base import GEMM_CALL, ConvBase, gemm_columns, is_3x3_s1
+from refmnn.backends.numba.kernels.conv_base import (GEMM_CALL, GEMM_PACK, ConvBase,
+                                                      gemm_columns, is_3x3_s1)
 from refmnn.backends.numba.kernels.fused import NONE, activate_row
 from refmnn.backends.numba.kernels.gemm_simd import batched_product
 from refmnn.backends.numba.kernels.simd import LANES, native
@@ -449,8 +459,8 @@ def winograd_cost(spec: NodeSpec, m: int, simd: bool = False) -> float:
         products = 2.0 * a2 * oc * c * padded_tiles(tiles) * SIMD_FACTOR
     else:
         products = 2.0 * a2 * oc * c * gemm_columns(tiles) + 2 * GEMM_CALL
-    return n * (products + WINOGRAD_TRANSFORM * a2 * (c + oc) * tiles
-                + WINOGRAD_U_READ * a2 * oc * c)
+    u_elem = WINOGRAD_U_READ if simd else WINOGRAD_U_READ + GEMM_PACK  # the sgemms pack U_i
+    return n * (products + WINOGRAD_TRANSFORM * a2 * (c + oc) * tiles + u_elem * a2 * oc * c)
 
 
 def winograd23_cost(spec: NodeSpec) -> float:
