@@ -142,23 +142,28 @@ def test_fused_direct_few(act, params, residual, c_in, stride, pads, x_hw, k):
 
 @pytest.mark.parametrize(("act", "params"), FUSED_ACTS[:3])
 @pytest.mark.parametrize("residual", [False, True])
-@pytest.mark.parametrize(("c_in", "stride", "pads", "x_hw"), [
-    (3, 2, [1, 1, 1, 1], (61, 67)),     # MobileNet's first layer, smaller: tasks of 7 rows, 3 left
-    (3, 2, [0, 0, 0, 0], (33, 30)),     # SqueezeNet's: no padding
-    (1, 1, [0, 1, 2, 0], (20, 29)),     # stride 1, uneven padding, one channel
-    (4, 1, [1, 1, 1, 1], (5, 3)),       # a plane narrower than one micro-tile
+@pytest.mark.parametrize(("k", "c_in", "stride", "pads", "x_hw"), [
+    (3, 3, 2, [1, 1, 1, 1], (61, 67)),  # MobileNet's first layer, smaller: tasks of 7 rows, 3 left
+    (3, 3, 2, [0, 0, 0, 0], (33, 30)),  # SqueezeNet's: no padding
+    (3, 1, 1, [0, 1, 2, 0], (20, 29)),  # stride 1, uneven padding, one channel
+    (3, 4, 1, [1, 1, 1, 1], (5, 3)),    # a plane narrower than one micro-tile
+    (7, 3, 2, [3, 3, 3, 3], (45, 38)),  # ResNet's first layer, smaller
+    (7, 2, 2, [0, 1, 2, 0], (23, 20)),  # no padding above, uneven
+    (7, 1, 1, [1, 0, 3, 2], (20, 29)),  # stride 1, one channel
+    (7, 4, 1, [1, 1, 1, 1], (7, 5)),    # a 3 x 1 output
 ])
-def test_fused_direct3x3_few_simd(act, params, residual, c_in, stride, pads, x_hw):
-    """direct3x3_few_simd (the padded planes of direct3x3_few, 4 x 24 register tiles): bias and
-    activation in its loops, a residual (then the activation) in the epilogue pass; N = 2, eight
-    output channels (two blocks of four), odd sizes."""
+def test_fused_direct_few_simd(act, params, residual, k, c_in, stride, pads, x_hw):
+    """direct3x3_few_simd and direct7x7_few_simd (the padded planes of direct3x3_few and
+    direct7x7_few, 4 x 24 register tiles over every tap): bias and activation in their loops, a
+    residual (then the activation) in the epilogue pass; N = 2, eight output channels (two
+    blocks of four), odd sizes."""
     if not SIMD_FEW:
-        pytest.skip("direct3x3_few_simd applies only on CPUs with AVX2 and FMA")
+        pytest.skip("the direct*_few_simd schemes apply only on CPUs with AVX2 and FMA")
     h, wd = x_hw
-    w = numpy_helper.from_array(rand(8, c_in, 3, 3), "W")
+    w = numpy_helper.from_array(rand(8, c_in, k, k), "W")
     b = numpy_helper.from_array(rand(8), "B")
-    oh = (h + pads[0] + pads[2] - 3) // stride + 1
-    ow = (wd + pads[1] + pads[3] - 3) // stride + 1
+    oh = (h + pads[0] + pads[2] - k) // stride + 1
+    ow = (wd + pads[1] + pads[3] - k) // stride + 1
     inputs = ["X", "W", "B"] + (["Z"] if residual else [])
     node = helper.make_node("FusedConv", inputs, ["Y"], name="n0", domain="refmnn", pads=pads,
                             strides=[stride, stride], activation=act, **params)
@@ -166,7 +171,7 @@ def test_fused_direct3x3_few_simd(act, params, residual, c_in, stride, pads, x_h
     model = make_model([node], decl, [("Y", F, None)], initializers=[w, b],
                        extra_opsets=[("refmnn", 1)])
     feeds = {"X": rand(2, c_in, h, wd), **({"Z": rand(2, 8, oh, ow)} if residual else {})}
-    check_node(model, feeds, must_run=("direct3x3_few", *SIMD_FEW))
+    check_node(model, feeds, must_run=(f"direct{k}x{k}_few", f"direct{k}x{k}_few_simd"))
 
 
 @pytest.mark.parametrize(("act", "params"), FUSED_ACTS[:3])
@@ -198,11 +203,12 @@ def test_fused_im2col_s2(act, params, z_shape, pads, x_hw):
 
 def test_direct_few_apply_to_few_channels_only():
     """Five input channels, a group, another kernel size, dilation or stride 3 rule
-    direct3x3_few and direct7x7_few out; direct3x3_few_simd also needs a multiple of four output
-    channels."""
+    direct3x3_few and direct7x7_few out; their simd variants also need a multiple of four
+    output channels and constant weights."""
     from refmnn.backends.numba.kernels.conv_direct_few import (is_direct3x3_few,
                                                                is_direct3x3_few_simd,
-                                                               is_direct7x7_few)
+                                                               is_direct7x7_few,
+                                                               is_direct7x7_few_simd)
 
     def spec(c, k=3, oc=4, **attrs):
         model = conv_model((1, c, 9, 9), (oc, c // attrs.get("group", 1), k, k), **attrs)
@@ -222,6 +228,16 @@ def test_direct_few_apply_to_few_channels_only():
     assert is_direct7x7_few(spec(3, k=7, strides=[2, 2], pads=[3, 3, 3, 3]))
     assert not is_direct7x7_few(spec(3)) and not is_direct7x7_few(spec(5, k=7))
     assert not is_direct7x7_few(spec(3, k=7, dilations=[2, 2]))
+    assert is_direct7x7_few_simd(spec(3, k=7, strides=[2, 2], pads=[3, 3, 3, 3])) == \
+        bool(SIMD_FEW)
+    assert not is_direct7x7_few_simd(spec(3, k=7, oc=6, pads=[3, 3, 3, 3]))
+    # weights fed at run time: the simd variants pack them in prepare, so they do not apply
+    node = helper.make_node("Conv", ["X", "W"], ["Y"], name="n0", pads=[3, 3, 3, 3])
+    fed = make_model([node], [("X", F, (1, 3, 9, 9)), ("W", F, (4, 3, 7, 7))], [("Y", F, None)])
+    session = refmnn.Session(fed, backends=("numba",), check=False)
+    session.run({"X": rand(1, 3, 9, 9), "W": rand(4, 3, 7, 7)})
+    assert is_direct7x7_few(session.plan.specs["n0"])
+    assert not is_direct7x7_few_simd(session.plan.specs["n0"])
 
 
 @pytest.mark.parametrize(("stride", "scheme"), [(2, "depthwise3x3"), (1, "depthwise3x3_same"),

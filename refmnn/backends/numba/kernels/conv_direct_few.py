@@ -65,6 +65,18 @@ layer                                  times
 
 Cost: direct3x3_few's with the multiply-adds at ``SIMD_FACTOR`` (0.6).
 
+The weights are packed once, in ``prepare``, four output channels at a time
+(:func:`packed_taps`, ``[OC/4][C][taps][4]``), and read with :func:`.simd.vbroadcast`; the
+4-D ``w[oc, c, kh, kw]`` read in the loop had cost 10-20%: against direct3x3_few, kernels alone,
+2 threads, the least of 4 medians of 10 calls, two runs each, the register tiles took 0.80-0.89
+of its time unpacked and 0.70-0.76 packed on MobileNet's and SqueezeNet's first layers.
+
+``direct7x7_few_simd`` is the same for a 7x7 kernel (49 taps per input channel, the tap loop
+split in two so that no step divides): ResNet-18's first layer (3 -> 64 @ 224, stride 2, pads
+3), kernels alone as above (us, im2col_gemm / direct7x7_few / direct7x7_few_simd): 3147 / 3713 /
+2195; 3 -> 32: 1956 / 1807 / 1043. In the model, 2 threads: 3.9 -> 3.1 ms while the other
+layers' times rose 10-20% with the machine's load. Cost: direct3x3_few_simd's formula.
+
 ``direct7x7_few`` is the same scheme for a 7x7 kernel (:func:`_add_channel7x7`): the same
 padded planes (7x7 geometry), blocks of four output channels, stores; each input channel adds
 its taps one kernel row at a time, seven taps whose 28 weights (four output channels) stay in
@@ -80,13 +92,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from refmnn.backends.base import NodeSpec
+from refmnn.backends.base import NodeSpec, Storage
 from refmnn.backends.numba.kernels._common import JIT, PARALLEL_LOCK, PJIT
 from refmnn.backends.numba.kernels.conv_base import ConvBase, conv_params, is_2d, macs
 from refmnn.backends.numba.kernels.conv_depthwise3x3 import (fill_padded, padded_geometry,
                                                              store_rows)
 from refmnn.backends.numba.kernels.gemm_simd import fma3, store3
-from refmnn.backends.numba.kernels.simd import native, vload, vsplat
+from refmnn.backends.numba.kernels.simd import native, vbroadcast, vload, vsplat
 
 FEW_CHANNELS = 4  # input channels up to which the scheme applies (RGB, RGBA, grey)
 
@@ -272,36 +284,39 @@ TILE = 24  # outputs per micro-tile row: three vectors of 8
 SLACK = 2 * TILE  # elements after the planes that a last micro-tile may read (results unused)
 
 
-def tap_offsets(s: int, pitch: int, size: int) -> np.ndarray:
-    """Where tap (kh, kw) of output ``q`` is, as ``q + offset`` in one input channel's padded
-    planes (:func:`.conv_depthwise3x3.fill_padded`), in the order ``kh * 3 + kw``: ``kh *
-    pitch + kw`` in the one plane at stride 1; at stride 2 in parity plane ``(kh % 2, kw % 2)``,
-    row ``kh // 2`` down and column ``kw // 2`` right."""
-    kh, kw = np.divmod(np.arange(9, dtype=np.int64), 3)
+def tap_offsets(s: int, pitch: int, size: int, k: int = 3) -> np.ndarray:
+    """Where tap (kh, kw) of a ``k x k`` kernel for output ``q`` is, as ``q + offset`` in one
+    input channel's padded planes (:func:`.conv_depthwise3x3.fill_padded`), in the order ``kh *
+    k + kw``: ``kh * pitch + kw`` in the one plane at stride 1; at stride 2 in parity plane
+    ``(kh % 2, kw % 2)``, row ``kh // 2`` down and column ``kw // 2`` right."""
+    kh, kw = np.divmod(np.arange(k * k, dtype=np.int64), k)
     if s == 1:
         return kh * pitch + kw
     return ((kh % 2) * 2 + kw % 2) * size + (kh // 2) * pitch + kw // 2
 
 
 @njit(inline="always", **JIT)
-def _tile_taps(planes, per_channel, offsets, w, bias, oc0, c_in, q, acc, ao, ap):
+def _tile_taps(planes, per_channel, offsets, wp, bias, oc0, c_in, q, acc, ao, ap):
     """Outputs ``q .. q + 23`` of output channels ``oc0 .. oc0 + 3`` (flat positions of the
-    planes' pitch), from the bias plus all ``9 * c_in`` taps (:func:`tap_offsets`): twelve
+    planes' pitch), from the bias plus all ``c_in * taps`` taps (:func:`tap_offsets`; ``wp``
+    the weights packed by :func:`packed_taps`): twelve
     accumulators, each step three vector loads of one tap's inputs and four weights broadcast;
     stored into ``acc`` from ``ao`` on (row pitch ``ap``)."""
     a00 = a01 = a02 = vsplat(bias[oc0])
     a10 = a11 = a12 = vsplat(bias[oc0 + 1])
     a20 = a21 = a22 = vsplat(bias[oc0 + 2])
     a30 = a31 = a32 = vsplat(bias[oc0 + 3])
+    taps = offsets.shape[0]
+    wo = oc0 * c_in * taps  # this block's packed weights: (oc0 / 4) * c_in * taps * 4
     for c in range(c_in):
-        for t in range(9):
+        for t in range(taps):
             o = c * per_channel + offsets[t] + q
             x0, x1, x2 = vload(planes, o), vload(planes, o + 8), vload(planes, o + 16)
-            kh, kw = t // 3, t % 3
-            a00, a01, a02 = fma3(vsplat(w[oc0, c, kh, kw]), x0, x1, x2, a00, a01, a02)
-            a10, a11, a12 = fma3(vsplat(w[oc0 + 1, c, kh, kw]), x0, x1, x2, a10, a11, a12)
-            a20, a21, a22 = fma3(vsplat(w[oc0 + 2, c, kh, kw]), x0, x1, x2, a20, a21, a22)
-            a30, a31, a32 = fma3(vsplat(w[oc0 + 3, c, kh, kw]), x0, x1, x2, a30, a31, a32)
+            r = wo + (c * taps + t) * 4
+            a00, a01, a02 = fma3(vbroadcast(wp, r), x0, x1, x2, a00, a01, a02)
+            a10, a11, a12 = fma3(vbroadcast(wp, r + 1), x0, x1, x2, a10, a11, a12)
+            a20, a21, a22 = fma3(vbroadcast(wp, r + 2), x0, x1, x2, a20, a21, a22)
+            a30, a31, a32 = fma3(vbroadcast(wp, r + 3), x0, x1, x2, a30, a31, a32)
     store3(acc, ao, a00, a01, a02)
     store3(acc, ao + ap, a10, a11, a12)
     store3(acc, ao + 2 * ap, a20, a21, a22)
@@ -309,9 +324,9 @@ def _tile_taps(planes, per_channel, offsets, w, bias, oc0, c_in, q, acc, ao, ap)
 
 
 @njit(**PJIT)
-def conv_direct_few_simd(x, w, offsets, bias, out, s, pt, pl, act, alpha, lo, hi, planes,
+def conv_direct_few_simd(x, wp, k, offsets, bias, out, s, pt, pl, act, alpha, lo, hi, planes,
                          scratch, parts, rows):
-    """3x3 conv of one group with few input channels in register tiles (see the module
+    """3x3 or 7x7 conv of one group with few input channels in register tiles (see the module
     docstring), bias and activation fused. ``offsets``: :func:`tap_offsets`; ``planes``: flat,
     every input channel's padded planes (as in :func:`conv_direct_few`) and ``SLACK`` more;
     ``scratch [parts, 4 * span]``: each worker's outputs of one task, ``span`` covering
@@ -319,7 +334,7 @@ def conv_direct_few_simd(x, w, offsets, bias, out, s, pt, pl, act, alpha, lo, hi
     n_img, c_in = x.shape[0], x.shape[1]
     oc_n = out.shape[1]
     oh_n, ow_n = out.shape[2], out.shape[3]
-    hp, wp, pitch, size, area, _, wide = padded_geometry(oh_n, ow_n, s, 3)
+    hp, wpad, pitch, size, area, _, wide = padded_geometry(oh_n, ow_n, s, k)
     per_channel = area + wide
     span = scratch.shape[1] // 4
     groups = (oh_n + rows - 1) // rows  # tasks: (block of 4 output channels, group of rows)
@@ -329,7 +344,8 @@ def conv_direct_few_simd(x, w, offsets, bias, out, s, pt, pl, act, alpha, lo, hi
             channel = planes[c * per_channel:(c + 1) * per_channel]
             if n == 0:
                 channel[:] = 0  # the padding, never written by fill_padded
-            fill_padded(x[n, c], channel[:area], channel[area:], s, pt, pl, hp, wp, pitch, size)
+            fill_padded(x[n, c], channel[:area], channel[area:], s, pt, pl, hp, wpad, pitch,
+                        size)
         for part in prange(parts):
             acc = scratch[part]
             for task in range(part * tasks // parts, (part + 1) * tasks // parts):
@@ -339,29 +355,45 @@ def conv_direct_few_simd(x, w, offsets, bias, out, s, pt, pl, act, alpha, lo, hi
                 q0 = oh0 * pitch
                 q1 = (oh1 - 1) * pitch + ow_n
                 for q in range(q0, q1, TILE):
-                    _tile_taps(planes, per_channel, offsets, w, bias, oc0, c_in, q, acc, q - q0,
-                               span)
+                    _tile_taps(planes, per_channel, offsets, wp, bias, oc0, c_in, q, acc,
+                               q - q0, span)
                 for i in range(4):
                     store_rows(acc[i * span:(i + 1) * span], out[n, oc0 + i, oh0:oh1], pitch,
                                act, alpha, lo, hi)
 
 
+def packed_taps(backend, spec: NodeSpec) -> np.ndarray:  # type: ignore[no-untyped-def]
+    """The constant weights ``[OC, C, k, k]`` in a STATIC buffer, flat ``[OC/4][C][k*k][4]``:
+    the four weights a step of :func:`_tile_taps` broadcasts are adjacent. Read through
+    :func:`.simd.vbroadcast`, as ``gemm_1x1_simd``'s packed weights are (the 4-D ``w[oc, c,
+    kh, kw]`` read in the loop cost 1.4x on ResNet-18's first layer)."""
+    w = np.asarray(spec.constants[1], np.float32)
+    oc, c, kh, kw = w.shape
+    buf = backend.allocate(w.size * 4, Storage.STATIC)
+    wp = buf.handle[:w.size * 4].view(np.float32)
+    wp.reshape(oc // 4, c, kh * kw, 4)[:] = w.reshape(oc // 4, 4, c, kh * kw).transpose(0, 2, 3, 1)
+    return wp
+
+
 def is_direct3x3_few_simd(spec: NodeSpec) -> bool:
-    """direct3x3_few's conditions, output channels a multiple of 4, on a CPU with AVX2 and FMA
+    """direct3x3_few's conditions, output channels a multiple of 4, the weights known when
+    planning (:func:`packed_taps` packs them in ``prepare``), on a CPU with AVX2 and FMA
     (:func:`.simd.native`)."""
-    return is_direct3x3_few(spec) and int(spec.inputs[1].shape[0]) % 4 == 0 and native()
+    return (is_direct3x3_few(spec) and int(spec.inputs[1].shape[0]) % 4 == 0
+            and 1 in spec.constants and native())
 
 
 class DirectFewSimdConv(DirectFewConv):
-    """direct3x3_few_simd: the padded planes of :class:`DirectFewConv`, the outputs in register
-    tiles, tasks of a few output rows."""
+    """direct3x3_few_simd and direct7x7_few_simd: the padded planes of :class:`DirectFewConv`,
+    the outputs in register tiles, tasks of a few output rows."""
 
     def prepare(self, spec: NodeSpec) -> None:
         super().prepare(spec)
         oh, ow = (int(d) for d in spec.outputs[0].shape[2:])
-        s = self.params[2]
-        _, _, pitch, size, _, _, _ = padded_geometry(oh, ow, s, 3)
-        self.offsets = tap_offsets(s, pitch, size)
+        s, k = self.params[2], self.params[0]
+        _, _, pitch, size, _, _, _ = padded_geometry(oh, ow, s, k)
+        self.offsets = tap_offsets(s, pitch, size, k)
+        self.wp = packed_taps(self.backend, spec)
         self.rows = max(1, 256 // pitch)  # output rows per task: about 256 outputs
         self.span = -(-((self.rows - 1) * pitch + ow) // TILE) * TILE
         self.planes = self.c * self.per_channel + SLACK
@@ -374,7 +406,8 @@ class DirectFewSimdConv(DirectFewConv):
         planes = raw[:self.planes]
         scratch = raw[self.planes:].reshape(self.parts, 4 * self.span)
         with PARALLEL_LOCK:
-            conv_direct_few_simd(inputs[0], inputs[1], self.offsets, self.bias(inputs),
+            conv_direct_few_simd(inputs[0], self.wp, self.params[0], self.offsets,
+                                 self.bias(inputs),
                                  outputs[0], s, pt, pl, self.act, ep.alpha, ep.lo, ep.hi, planes,
                                  scratch, self.parts, self.rows)
         self.epilogue(inputs, outputs[0])
@@ -490,3 +523,15 @@ def _add_channel7x7(accs, buf, w, oc0, count, c, s, pitch, size):
 def direct7x7_few_cost(spec: NodeSpec) -> float:
     """As direct3x3_few's: im2col_gemm's multiply-adds without its packing traffic."""
     return direct3x3_few_cost(spec)
+
+
+def is_direct7x7_few_simd(spec: NodeSpec) -> bool:
+    """direct7x7_few's conditions, output channels a multiple of 4, the weights known when
+    planning, on a CPU with AVX2 and FMA (:func:`.simd.native`)."""
+    return (is_direct7x7_few(spec) and int(spec.inputs[1].shape[0]) % 4 == 0
+            and 1 in spec.constants and native())
+
+
+def direct7x7_few_simd_cost(spec: NodeSpec) -> float:
+    """direct3x3_few_simd's formula (the module docstring)."""
+    return direct3x3_few_simd_cost(spec)
