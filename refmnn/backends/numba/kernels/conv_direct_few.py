@@ -71,11 +71,13 @@ The weights are packed once, in ``prepare``, four output channels at a time
 2 threads, the least of 4 medians of 10 calls, two runs each, the register tiles took 0.80-0.89
 of its time unpacked and 0.70-0.76 packed on MobileNet's and SqueezeNet's first layers.
 
-``direct7x7_few_simd`` is the same for a 7x7 kernel (49 taps per input channel, the tap loop
-split in two so that no step divides): ResNet-18's first layer (3 -> 64 @ 224, stride 2, pads
-3), kernels alone as above (us, im2col_gemm / direct7x7_few / direct7x7_few_simd): 3147 / 3713 /
-2195; 3 -> 32: 1956 / 1807 / 1043. In the model, 2 threads: 3.9 -> 3.1 ms while the other
-layers' times rose 10-20% with the machine's load. Cost: direct3x3_few_simd's formula.
+``direct7x7_few_simd`` is the same for a 7x7 kernel (49 taps per input channel; the packed
+weights are found by the tap's index alone: splitting it into the kernel row and column, a
+division by the kernel's width per step, had made these tiles 1.25x slower): ResNet-18's first
+layer (3 -> 64 @ 224, stride 2, pads 3), kernels alone as above (us, im2col_gemm /
+direct7x7_few / direct7x7_few_simd): 3147 / 3713 / 2195; 3 -> 32: 1956 / 1807 / 1043. In the
+model, 2 threads: 3.9 -> 3.1 ms while the other layers' times rose 10-20% with the machine's
+load. Cost: direct3x3_few_simd's formula.
 
 ``direct7x7_few`` is the same scheme for a 7x7 kernel (:func:`_add_channel7x7`): the same
 padded planes (7x7 geometry), blocks of four output channels, stores; each input channel adds
@@ -365,8 +367,8 @@ def conv_direct_few_simd(x, wp, k, offsets, bias, out, s, pt, pl, act, alpha, lo
 def packed_taps(backend, spec: NodeSpec) -> np.ndarray:  # type: ignore[no-untyped-def]
     """The constant weights ``[OC, C, k, k]`` in a STATIC buffer, flat ``[OC/4][C][k*k][4]``:
     the four weights a step of :func:`_tile_taps` broadcasts are adjacent. Read through
-    :func:`.simd.vbroadcast`, as ``gemm_1x1_simd``'s packed weights are (the 4-D ``w[oc, c,
-    kh, kw]`` read in the loop cost 1.4x on ResNet-18's first layer)."""
+    :func:`.simd.vbroadcast`, as ``gemm_1x1_simd``'s packed weights are (the module docstring
+    says what reading the 4-D ``w[oc, c, kh, kw]`` in the loop cost)."""
     w = np.asarray(spec.constants[1], np.float32)
     oc, c, kh, kw = w.shape
     buf = backend.allocate(w.size * 4, Storage.STATIC)
