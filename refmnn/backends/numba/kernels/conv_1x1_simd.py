@@ -271,15 +271,20 @@ def gemm_1x1_simd_cost(spec: NodeSpec) -> float:
 
 
 def packed_weights(backend, spec: NodeSpec) -> np.ndarray:  # type: ignore[no-untyped-def]
-    """The constant weights ``[OC, C, 1, 1]`` packed into a STATIC buffer, flat ``[OC/4][C][4]``
-    (weight ``(i, c)`` at ``(i // 4) * 4C + 4c + i % 4``), zeros for the channels past OC."""
-    oc, c = int(spec.inputs[1].shape[0]), int(spec.inputs[1].shape[1])
+    """The constant weights ``[OC, C, KH, KW]`` packed into a STATIC buffer, flat ``[OC/4][K][4]``
+    with ``K = C * KH * KW`` (weight ``(i, q)`` of ``w [OC, K]`` at ``(i // 4) * 4K + 4q + i %
+    4``), zeros for the channels past OC: the four weights a micro-tile's step broadcasts are
+    adjacent. Here ``K = C``; ``direct*_few_simd`` (:mod:`.conv_direct_few`) packs its taps
+    (``q = c * KH * KW + kh * KW + kw``) the same way."""
+    w = np.asarray(spec.constants[1], np.float32)
+    oc = int(w.shape[0])
+    w = w.reshape(oc, -1)
+    k = int(w.shape[1])
     blocks = (oc + ROWS - 1) // ROWS
-    buf = backend.allocate(blocks * c * ROWS * 4, Storage.STATIC)
-    wp = buf.handle[:blocks * c * ROWS * 4].view(np.float32)
+    buf = backend.allocate(blocks * k * ROWS * 4, Storage.STATIC)
+    wp = buf.handle[:blocks * k * ROWS * 4].view(np.float32)
     wp[:] = 0
-    w = np.asarray(spec.constants[1], np.float32).reshape(oc, c)
-    packed = wp.reshape(blocks, c, ROWS)
+    packed = wp.reshape(blocks, k, ROWS)
     for i in range(ROWS):
         rows = w[i::ROWS]
         packed[:rows.shape[0], :, i] = rows

@@ -65,11 +65,12 @@ layer                                  times
 
 Cost: direct3x3_few's with the multiply-adds at ``SIMD_FACTOR`` (0.6).
 
-The weights are packed once, in ``prepare``, four output channels at a time
-(:func:`packed_taps`, ``[OC/4][C][taps][4]``), and read with :func:`.simd.vbroadcast`; the
-4-D ``w[oc, c, kh, kw]`` read in the loop had cost 10-20%: against direct3x3_few, kernels alone,
-2 threads, the least of 4 medians of 10 calls, two runs each, the register tiles took 0.80-0.89
-of its time unpacked and 0.70-0.76 packed on MobileNet's and SqueezeNet's first layers.
+The weights are packed once, in ``prepare``, four output channels at a time, as
+``gemm_1x1_simd`` packs its own (:func:`.conv_1x1_simd.packed_weights`: ``[OC/4][C][taps][4]``),
+and read with :func:`.simd.vbroadcast`; the 4-D ``w[oc, c, kh, kw]`` read in the loop had cost
+10-20%: against direct3x3_few, kernels alone, 2 threads, the least of 4 medians of 10 calls, two
+runs each, the register tiles took 0.80-0.89 of its time unpacked and 0.70-0.76 packed on
+MobileNet's and SqueezeNet's first layers.
 
 ``direct7x7_few_simd`` is the same for a 7x7 kernel (49 taps per input channel; the packed
 weights are found by the tap's index alone: splitting it into the kernel row and column, a
@@ -94,8 +95,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from refmnn.backends.base import NodeSpec, Storage
+from refmnn.backends.base import NodeSpec
 from refmnn.backends.numba.kernels._common import JIT, PARALLEL_LOCK, PJIT
+from refmnn.backends.numba.kernels.conv_1x1_simd import packed_weights
 from refmnn.backends.numba.kernels.conv_base import ConvBase, conv_params, is_2d, macs
 from refmnn.backends.numba.kernels.conv_depthwise3x3 import (fill_padded, padded_geometry,
                                                              store_rows)
@@ -301,7 +303,7 @@ def tap_offsets(s: int, pitch: int, size: int, k: int = 3) -> np.ndarray:
 def _tile_taps(planes, per_channel, offsets, wp, bias, oc0, c_in, q, acc, ao, ap):
     """Outputs ``q .. q + 23`` of output channels ``oc0 .. oc0 + 3`` (flat positions of the
     planes' pitch), from the bias plus all ``c_in * taps`` taps (:func:`tap_offsets`; ``wp``
-    the weights packed by :func:`packed_taps`): twelve
+    the weights packed by :func:`.conv_1x1_simd.packed_weights`): twelve
     accumulators, each step three vector loads of one tap's inputs and four weights broadcast;
     stored into ``acc`` from ``ao`` on (row pitch ``ap``)."""
     a00 = a01 = a02 = vsplat(bias[oc0])
@@ -364,22 +366,9 @@ def conv_direct_few_simd(x, wp, k, offsets, bias, out, s, pt, pl, act, alpha, lo
                                act, alpha, lo, hi)
 
 
-def packed_taps(backend, spec: NodeSpec) -> np.ndarray:  # type: ignore[no-untyped-def]
-    """The constant weights ``[OC, C, k, k]`` in a STATIC buffer, flat ``[OC/4][C][k*k][4]``:
-    the four weights a step of :func:`_tile_taps` broadcasts are adjacent. Read through
-    :func:`.simd.vbroadcast`, as ``gemm_1x1_simd``'s packed weights are (the module docstring
-    says what reading the 4-D ``w[oc, c, kh, kw]`` in the loop cost)."""
-    w = np.asarray(spec.constants[1], np.float32)
-    oc, c, kh, kw = w.shape
-    buf = backend.allocate(w.size * 4, Storage.STATIC)
-    wp = buf.handle[:w.size * 4].view(np.float32)
-    wp.reshape(oc // 4, c, kh * kw, 4)[:] = w.reshape(oc // 4, 4, c, kh * kw).transpose(0, 2, 3, 1)
-    return wp
-
-
 def is_direct3x3_few_simd(spec: NodeSpec) -> bool:
     """direct3x3_few's conditions, output channels a multiple of 4, the weights known when
-    planning (:func:`packed_taps` packs them in ``prepare``), on a CPU with AVX2 and FMA
+    planning (``prepare`` packs them), on a CPU with AVX2 and FMA
     (:func:`.simd.native`)."""
     return (is_direct3x3_few(spec) and int(spec.inputs[1].shape[0]) % 4 == 0
             and 1 in spec.constants and native())
@@ -395,7 +384,7 @@ class DirectFewSimdConv(DirectFewConv):
         s, k = self.params[2], self.params[0]
         _, _, pitch, size, _, _, _ = padded_geometry(oh, ow, s, k)
         self.offsets = tap_offsets(s, pitch, size, k)
-        self.wp = packed_taps(self.backend, spec)
+        self.wp = packed_weights(self.backend, spec)
         self.rows = max(1, 256 // pitch)  # output rows per task: about 256 outputs
         self.span = -(-((self.rows - 1) * pitch + ow) // TILE) * TILE
         self.planes = self.c * self.per_channel + SLACK
