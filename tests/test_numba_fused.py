@@ -255,11 +255,13 @@ def test_depthwise3x3_parallel_parts(stride, scheme, monkeypatch):
 
 @pytest.mark.parametrize("split", [False, True])
 @pytest.mark.parametrize("residual", [False, True])
-@pytest.mark.parametrize(("oc", "c", "h", "w"), [(7, 5, 9, 11), (141, 314, 5, 7)])
+@pytest.mark.parametrize(("oc", "c", "h", "w"), [(7, 5, 9, 11), (141, 314, 5, 7),
+                                                (141, 314, 13, 13)])
 def test_fused_gemm_1x1_epilogue_per_panel(split, residual, oc, c, h, w, monkeypatch):
     """gemm_1x1 applies bias, residual and activation per sgemm panel (split over the GEMM pool's
     threads or not), gemm_1x1_simd per tile (7 x 5 weights: the "by strips" order; 141 x 314, 173
-    KB: "by rows"), N = 2, odd sizes; a broadcast residual goes through the epilogue pass."""
+    KB: "by rows", over 13 x 13 in two passes over the packed plane), N = 2, odd sizes; a
+    broadcast residual goes through the epilogue pass."""
     from refmnn.backends.numba import _blas
 
     monkeypatch.setattr(_blas, "SPLIT_MIN_FLOPS", 0 if split else 1e30)

@@ -22,9 +22,15 @@ or the channels. Two orders of the loops, by the size of the weights:
   instead, the rows of a 112 x 112 plane, 50176 bytes apart, fell into the same few L1 sets
   and that layer ran 3x slower). Tasks are (run of strips, group of channel blocks), enough of
   them to share out over the threads.
-* **by rows** (larger weights): the plane is packed whole first, then a task takes a few
-  channel blocks and runs each against every strip: each block's weights come from memory
-  once and stay in L1, the packed plane is read from L2.
+* **by rows** (larger weights): the plane is packed whole first, then each worker takes an
+  even share of the channel blocks and runs them against the packed plane, ``PLANE_BYTES`` of
+  it (a pass: as many strips as fit in L2) at a time: a block's weights stay in L1 through a
+  pass, the pass's strips in L2. Before the passes, the plane was run whole: at 576 -> 96 @
+  14x14 its 9 strips (498 KB) filled L2; and the blocks were dealt out in groups of
+  ``ceil(blocks / groups)``, which gave one worker 16 of 24 blocks there (24 of 40 at 960 ->
+  160 @ 7x7). Kernels alone against ``gemm_1x1``, 2 threads, hot, alternating, time relative
+  to it, before -> after: 576 -> 96 @ 14x14 1.34 -> 1.06, 960 -> 160 @ 7x7 1.36 -> 1.19,
+  960 -> 320 and 320 -> 1280 @ 7x7 (already even) 1.12 and 1.09 -> 1.13 and 1.11.
 
 Each tile's bias and activation (none, Relu or Clip) are applied in registers: the bias is
 where the accumulators start, the activation comes before the store; a FusedConv residual is
@@ -86,6 +92,7 @@ TASKS_PER_PART = 8  # tasks per worker at least, where the channels allow (load 
 SPARE = ROWS * PIXELS  # a worker's buffer for one overhanging tile
 RUN = 8  # strips per task at most, by strips
 SUB_BYTES = 16 * 1024  # packed strips at a time at most: half of L1
+PLANE_BYTES = 192 * 1024  # by rows: packed strips a pass of the blocks reads at most (L2)
 
 
 @njit(**JIT)
@@ -177,13 +184,13 @@ def gemm_1x1_simd(wp, m, x, y, bias, z, has_b, has_z, b_cols, act, alpha, lo, hi
     (:func:`packed_weights`), ``x [C, P]`` and ``y [m, P]`` C-contiguous float32, ``z`` shaped
     like ``y`` when ``has_z``. ``scratch [parts, ...]``: each worker's strip buffer (``C * 24``,
     by strips) and spare tile (the last ``SPARE``); ``plane``: the packed plane (by rows).
-    ``groups``: the channel blocks' share-out, per run of ``run`` strips (by strips, packed
-    ``sub`` at a time) or over all (by rows). See the module docstring."""
+    By strips, ``groups``: the channel blocks' share-out per run of ``run`` strips, packed
+    ``sub`` at a time; by rows, each worker's even share of the blocks runs over ``run`` strips
+    of the packed plane at a time. See the module docstring."""
     k, p = x.shape
     count, full, tail = strips(p)
     blocks = (m + ROWS - 1) // ROWS
     parts = scratch.shape[0]
-    per = (blocks + groups - 1) // groups
     xf, yf, zf = x.reshape(-1), y.reshape(-1), z.reshape(-1)
     # the epilogue per tile (bias, residual, none / Relu / Clip) or, for the other
     # activations, per task (epilogue_rows, scalar)
@@ -195,16 +202,17 @@ def gemm_1x1_simd(wp, m, x, y, bias, z, has_b, has_z, b_cols, act, alpha, lo, hi
             pack_strip(xf, p, k, s * PIXELS, n, width, plane[s * k * PIXELS:])
         for part in prange(parts):
             spare = scratch[part]
-            for g in range(part * groups // parts, (part + 1) * groups // parts):
-                for r in range(g * per, min(blocks, (g + 1) * per)):
-                    for s in range(count):
+            r0, r1 = part * blocks // parts, (part + 1) * blocks // parts  # its blocks
+            for a in range(0, count, run):  # run strips of the packed plane at a time (L2)
+                for r in range(r0, r1):
+                    for s in range(a, min(count, a + run)):
                         width, n = _strip(s, full, tail, p)
                         _tile(wp, k, r, plane, s * k * PIXELS, width, n, y, yf, p, m,
                               s * PIXELS, spare, bias, z, zf, has_b, has_z, act, alpha, lo, hi,
                               finish)
-                if epi and g * per < blocks:
-                    epilogue_rows(y, bias, z, has_b, has_z, b_cols, act, alpha, lo, hi,
-                                  g * per * ROWS, min(m, (g + 1) * per * ROWS), 0, p)
+            if epi and r0 < r1:
+                epilogue_rows(y, bias, z, has_b, has_z, b_cols, act, alpha, lo, hi, r0 * ROWS,
+                              min(m, r1 * ROWS), 0, p)
         return
     runs = (count + run - 1) // run
     tasks = runs * groups
@@ -214,27 +222,29 @@ def gemm_1x1_simd(wp, m, x, y, bias, z, has_b, has_z, b_cols, act, alpha, lo, hi
         for task in range(part * tasks // parts, (part + 1) * tasks // parts):
             first, g = task // groups * run, task % groups
             last = min(count, first + run)
+            r0, r1 = g * blocks // groups, (g + 1) * blocks // groups
             for a in range(first, last, sub):  # sub strips at a time, packed one after another
                 b = min(last, a + sub)
                 for s in range(a, b):
                     width, n = _strip(s, full, tail, p)
                     pack_strip(xf, p, k, s * PIXELS, n, width, buf[(s - a) * k * PIXELS:])
-                for r in range(g * per, min(blocks, (g + 1) * per)):
+                for r in range(r0, r1):
                     for s in range(a, b):  # a block's rows written left to right
                         width, n = _strip(s, full, tail, p)
                         _tile(wp, k, r, buf, (s - a) * k * PIXELS, width, n, y, yf, p, m,
                               s * PIXELS, spare, bias, z, zf, has_b, has_z, act, alpha, lo, hi,
                               finish)
-            if epi and g * per < blocks:
+            if epi and r0 < r1:
                 epilogue_rows(y, bias, z, has_b, has_z, b_cols, act, alpha, lo, hi,
-                              g * per * ROWS, min(m, (g + 1) * per * ROWS), first * PIXELS,
+                              r0 * ROWS, min(m, r1 * ROWS), first * PIXELS,
                               min(p, last * PIXELS))
 
 
 def plan(oc: int, c: int, p: int, parts: int) -> tuple[bool, int, int, int, int, int]:
     """``(by_rows, groups, run, sub, scratch row length, plane length)`` of
     :func:`gemm_1x1_simd` for ``w [oc, c]`` over ``p`` pixels with ``parts`` workers. By rows
-    when the weights exceed ``ROWS_ORDER_BYTES``. By strips, a task takes a run of up to
+    when the weights exceed ``ROWS_ORDER_BYTES``, in passes of as many strips as fit in
+    ``PLANE_BYTES`` (``groups`` and ``sub`` unused: 1). By strips, a task takes a run of up to
     ``RUN`` strips (fewer when the plane has too few for ``TASKS_PER_PART`` tasks per worker),
     packed ``sub`` at a time, as many as fit in ``SUB_BYTES`` (L1): each channel block's rows
     are written in stretches of ``sub`` strips, and the epilogue of a task works on stretches
@@ -244,7 +254,8 @@ def plan(oc: int, c: int, p: int, parts: int) -> tuple[bool, int, int, int, int,
     blocks = (oc + ROWS - 1) // ROWS
     want = TASKS_PER_PART * parts
     if oc * c * 4 > ROWS_ORDER_BYTES:
-        return True, min(blocks, want), 1, 1, SPARE, count * c * PIXELS
+        run = max(1, PLANE_BYTES // (c * PIXELS * 4))
+        return True, 1, run, 1, SPARE, count * c * PIXELS
     run = max(1, min(RUN, count // want))
     sub = max(1, min(run, SUB_BYTES // (c * PIXELS * 4)))
     runs = -(-count // run)
