@@ -210,9 +210,10 @@ def test_strassen_cost_prefers_blas_below_large_products():
 
 def test_gemm_1x1_simd_is_chosen_for_few_channels_and_constant_weights():
     """The costs give a 1x1 conv with at most 32 input channels or at most 64 output channels to
-    gemm_1x1_simd and one with more of both to gemm_1x1 (measured: conv_1x1_simd's docstring);
-    weights fed at run time cannot be packed in prepare, so the scheme does not apply to
-    them."""
+    gemm_1x1_simd, and one with more of both to gemm_1x1 on planes of more than 192 pixels, to
+    gemm_1x1_simd on smaller ones, where the sgemm's packing of the weights on every call
+    outweighs it (measured: conv_1x1_simd's and conv_base's GEMM_PACK docstrings); weights fed
+    at run time cannot be packed in prepare, so the scheme does not apply to them."""
     def chosen(model):  # type: ignore[no-untyped-def]
         plan = refmnn.Session(model, backends=("numba",), check=False).resize()
         return next(s.scheme for s in plan.steps if isinstance(s, RunStep))
@@ -222,6 +223,9 @@ def test_gemm_1x1_simd_is_chosen_for_few_channels_and_constant_weights():
     assert chosen(conv_model((1, 16, 56, 56), (96, 16, 1, 1))) == "gemm_1x1_simd"
     assert chosen(conv_model((1, 256, 14, 14), (64, 256, 1, 1))) == "gemm_1x1_simd"
     assert chosen(conv_model((1, 256, 14, 14), (128, 256, 1, 1))) == "gemm_1x1"
+    assert chosen(conv_model((1, 96, 14, 14), (576, 96, 1, 1))) == "gemm_1x1"  # 196 pixels
+    assert chosen(conv_model((1, 512, 13, 13), (1000, 512, 1, 1))) == "gemm_1x1_simd"  # 169
+    assert chosen(conv_model((1, 160, 7, 7), (960, 160, 1, 1))) == "gemm_1x1_simd"
     node = helper.make_node("Conv", ["X", "W"], ["Y"], name="n0")
     fed = make_model([node], [("X", F, (1, 16, 56, 56)), ("W", F, (96, 16, 1, 1))],
                      [("Y", F, None)])

@@ -42,8 +42,9 @@ mobilenet_v2 8.35 / 7.38 / 7.32 ms and mobilenet_v1 14.63 / 12.98 / 12.91 ms.
 ``gemm_1x1`` -- 1x1 kernel, stride 1, no padding, one group: the input plane already *is* the
     im2col matrix ``[C, H*W]``, so the conv is one sgemm per image with no packing; bias,
     residual and activation are applied to each sgemm panel by the thread that wrote it, while
-    the panel is in cache (:func:`.fused.epilogue_rows`). Cost: ``2 * MACS + 2e5 * N`` (MACS
-    on ``H*W`` columns rounded up to 16, as im2col_gemm's).
+    the panel is in cache (:func:`.fused.epilogue_rows`). Cost: ``2 * MACS + 40 * N * OC * C
+    + 2e5 * N`` (MACS on ``H*W`` columns rounded up to 16, and the sgemm packing the weights,
+    as im2col_gemm's).
     MobileNet-v2's 1x1 layers, 2 threads, same conditions as the table below (us, before: a
     split sgemm, then a parallel epilogue pass): [96,16]@[16,12544] 1618 -> 897,
     [144,24]@[24,3136] 718 -> 413, [192,32]@[32,784] 437 -> 158, [384,64]@[64,196] 360 -> 145,
@@ -489,7 +490,9 @@ def _im2col_cost(spec: NodeSpec) -> float:
 
 
 def _gemm_1x1_cost(spec: NodeSpec) -> float:
-    return 2 * gemm_macs(spec) + GEMM_CALL * int(spec.inputs[0].shape[0])
+    n = int(spec.inputs[0].shape[0])
+    oc, c = (int(d) for d in spec.inputs[1].shape[:2])
+    return 2 * gemm_macs(spec) + GEMM_PACK * n * oc * c + GEMM_CALL * n
 
 
 def _schemes(fused: bool) -> tuple[Scheme, ...]:

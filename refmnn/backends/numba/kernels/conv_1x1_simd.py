@@ -69,7 +69,10 @@ two processes each, alternating: SqueezeNet 1.1 9.54 / 9.58 -> 8.94 / 9.05 ms, M
 14.49 / 14.19 -> 13.80 / 14.07 ms.
 
 The cost (:func:`gemm_1x1_simd_cost`) prices it below ``gemm_1x1`` for at most
-``FEW_CHANNELS`` input channels or at most ``FEW_OUTPUTS`` output channels, above it otherwise.
+``FEW_CHANNELS`` input channels or at most ``FEW_OUTPUTS`` output channels; otherwise at 1.1x
+``gemm_1x1``'s MACs, which is above ``gemm_1x1``'s cost except on planes of at most 192
+pixels, where the weights that the sgemm packs on every call (``GEMM_PACK``,
+:mod:`.conv_base`, with the measurement) cost more than the 10%.
 """
 
 from __future__ import annotations

@@ -34,7 +34,14 @@ GEMM_COLUMNS = 16
 # 256 x 256 matrix); with it, winograd_f23, and at 512 @ 7x7 still winograd_f23 (faster in the
 # model: see above). Whole model, 2 threads, alternating processes: ResNet-18 33.43 / 36.19 ->
 # 32.86 / 34.15 ms (medians of two runs of 50). The value lies in the range (30..53) that
-# orders both layers so; every other choice in the zoo stays as it was.
+# orders both layers so; every other choice in the zoo stayed as it was. gemm_1x1 counts it too
+# (its sgemm packs the OC x C weights on every call, where gemm_1x1_simd packs them once): with
+# gemm_1x1_simd priced at 1.1 x its MACs for many channels, that makes the scheme the cheaper
+# one on planes of at most 192 pixels (0.2 * P < GEMM_PACK) -- the 7x7 and 13x13 1x1 layers of
+# the zoo (MobileNetV2's 8, SqueezeNet's expand1x1 and final conv, MobileNet-v1's 2). In the
+# model, 2 threads, one process, the two plans interleaved, 30 runs, a loaded machine: those
+# nodes took 2251 -> 2002 us in MobileNetV2 (the 960 -> 160 projections 5-10% slower, the rest
+# 0-25% faster) and 3127 -> 2747 us in SqueezeNet (its final conv 2515 -> 2173).
 GEMM_PACK = 40.0
 
 
