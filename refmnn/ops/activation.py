@@ -9,6 +9,7 @@ formats compute in float32 and round once at the end (:func:`_f32`), so composit
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -272,8 +273,8 @@ def _coerced_2d(fn: Callable[[np.ndarray, int], np.ndarray], X: np.ndarray,
     if not -X.ndim <= axis <= X.ndim:
         raise ValueError(f"axis {axis} out of range for rank {X.ndim}")
     axis = axis + X.ndim if axis < 0 else axis
-    rows = int(np.prod(X.shape[:axis], dtype=np.int64))
-    cols = int(np.prod(X.shape[axis:], dtype=np.int64))
+    rows = math.prod(X.shape[:axis])
+    cols = math.prod(X.shape[axis:])
     flat = X.reshape(rows, cols)
     if flat.size == 0:
         return X.copy()

@@ -9,6 +9,8 @@ one) and round once.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from refmnn.dtypes import DType
@@ -24,8 +26,8 @@ _MOMENTUM = Attr("momentum", "float", 0.9,
 
 def _rows(x: np.ndarray, first_axis: int) -> np.ndarray:
     """View ``x`` as [prod(shape[:axis]), prod(shape[axis:])] (a copy only if not contiguous)."""
-    lead = int(np.prod(x.shape[:first_axis], dtype=np.int64))
-    trail = int(np.prod(x.shape[first_axis:], dtype=np.int64))  # explicit: -1 fails when lead is 0
+    lead = math.prod(x.shape[:first_axis])
+    trail = math.prod(x.shape[first_axis:])  # explicit: -1 fails when lead is 0
     return x.reshape(lead, trail)
 
 
@@ -283,7 +285,7 @@ def _group_norm(X: np.ndarray, scale: np.ndarray, bias: np.ndarray, num_groups: 
     n, c = X.shape[:2]
     if num_groups <= 0 or c % num_groups:
         raise ValueError(f"num_groups={num_groups} does not divide the {c} channels")
-    group_size = (c // num_groups) * int(np.prod(X.shape[2:], dtype=np.int64))  # -1 fails when n is 0
+    group_size = (c // num_groups) * math.prod(X.shape[2:])  # -1 fails when n is 0
     x = np.asarray(X, dtype=stage_one).reshape(n * num_groups, group_size)
     normalized, _, _ = _standardize_rows(x, epsilon)
     w = work_dtype(X.dtype)

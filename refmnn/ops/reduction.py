@@ -26,6 +26,7 @@ reduction, ReduceMax/ReduceMin included.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -63,7 +64,7 @@ def _sum(x: np.ndarray, axes: Axes, keepdims: bool) -> np.ndarray:
 
 
 def _mean(x: np.ndarray, axes: Axes, keepdims: bool) -> np.ndarray:
-    count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    count = math.prod(x.shape[a] for a in axes)
     total = _sum(x, axes, keepdims)
     if x.dtype.kind in "iu":
         # integer mean: wrapped integer sum, divided with truncation toward zero
