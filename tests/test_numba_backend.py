@@ -87,9 +87,9 @@ CONV_CASES = [
     # spare tile), 99 pixels (four strips of 24, then 3 pixels of an 8-wide strip); 400 pixels
     # (16 strips, a 16-wide last one); a 7 x 7 plane (two strips of 24, then 1 pixel of an
     # 8-wide one) with one channel block; weights of 173 KB, run in the "by rows" order, 141
-    # output channels (the last block of one, 36 blocks shared unevenly by 16 groups) over 35
-    # pixels (24, then 11 of a 16-wide strip), and over 169 pixels (eight strips, more than the
-    # six a pass over the packed plane takes: two passes)
+    # output channels (36 blocks shared out over the workers, the last one of one channel) over
+    # 35 pixels (24, then 11 of a 16-wide strip), and over 169 pixels (eight strips, more than
+    # the six a pass over the packed plane takes: two passes)
     ((2, 5, 9, 11), (19, 5, 1, 1), {}, ("gemm_1x1", *SIMD_1X1)),
     ((1, 8, 20, 20), (40, 8, 1, 1), {}, ("gemm_1x1", *SIMD_1X1)),
     ((1, 70, 7, 7), (4, 70, 1, 1), {}, ("gemm_1x1", *SIMD_1X1)),
