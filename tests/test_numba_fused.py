@@ -287,20 +287,20 @@ def test_bound_gemm_kernels_follow_new_inputs(monkeypatch):
     binds = []
     bind = _blas.Gemm.bind
     monkeypatch.setattr(_blas.Gemm, "bind", lambda self, *a: binds.append(1) or bind(self, *a))
-    w = numpy_helper.from_array(rand(72, 40, 1, 1), "W")  # 40 -> 72 channels: gemm_1x1's
+    w = numpy_helper.from_array(rand(72, 40, 1, 1), "W")  # 40 -> 72 over 200 px: gemm_1x1's
     b = numpy_helper.from_array(rand(72), "B")
     m = numpy_helper.from_array(rand(10, 40), "M")
     conv = helper.make_node("FusedConv", ["X", "W", "B", "Z"], ["Y"], name="conv",
                             domain="refmnn", activation="relu")
     mm = helper.make_node("FusedMatMul", ["Y", "M", "", "R"], ["Out"], name="mm",
                           domain="refmnn", activation="none")
-    decl = [("X", F, (1, 40, 12, 10)), ("Z", F, (1, 72, 12, 10)), ("R", F, (1, 72, 12, 40))]
+    decl = [("X", F, (1, 40, 20, 10)), ("Z", F, (1, 72, 20, 10)), ("R", F, (1, 72, 20, 40))]
     model = make_model([conv, mm], decl, [("Out", F, None)], initializers=[w, b, m],
                        extra_opsets=[("refmnn", 1)])
     reference = refmnn.Session(model, check=False)
     session = refmnn.Session(model, backends=("numba",), check=False)
     for _ in range(3):
-        feeds = {"X": rand(1, 40, 12, 10), "Z": rand(1, 72, 12, 10), "R": rand(1, 72, 12, 40)}
+        feeds = {"X": rand(1, 40, 20, 10), "Z": rand(1, 72, 20, 10), "R": rand(1, 72, 20, 40)}
         assert rel_l2(session.run(feeds)["Out"], reference.run(feeds)["Out"]) <= 1e-5
     schemes = {s.node.name: str(s.scheme) for s in session.plan.steps if isinstance(s, RunStep)}
     assert schemes == {"conv": "gemm_1x1", "mm": "blas"}
