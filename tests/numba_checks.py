@@ -30,11 +30,9 @@ SIMD_FEW = ("direct3x3_few_simd", "direct7x7_few_simd") if _native() else ()
 """direct3x3_few's and direct7x7_few's register-tile variants, where they apply (AVX2 and FMA;
 output channels a multiple of 4, constant weights)."""
 SIMD_WINOGRAD = ("winograd_f23_simd", "winograd_f43_simd") if _native() else ()
-"""The Winograd schemes' register-tile variants, where they apply (AVX2 and FMA; they also need
-at most 128 input channels)."""
+"""The Winograd schemes' register-tile variants, where they apply (AVX2 and FMA)."""
 WINOGRAD = ("direct", "im2col_gemm", "winograd_f23", "winograd_f43", *SIMD_WINOGRAD)
-"""The conv schemes that apply to a 3x3 stride-1 single-group convolution (of <= 128 input
-channels, for the register-tile variants)."""
+"""The conv schemes that apply to a 3x3 stride-1 single-group convolution."""
 
 
 def rel_l2(a: np.ndarray, b: np.ndarray) -> float:

@@ -130,10 +130,11 @@ CONV_CASES = [
     ((1, 4, 3, 3), (2, 4, 3, 3), {}, WINOGRAD),
     ((2, 6, 12, 9), (5, 6, 3, 3), {"auto_pad": "SAME_LOWER"}, WINOGRAD),
     # the register-tile products' edges: 37 output channels (two tasks of 16 rows, then 4, then
-    # one), F(4,3)'s 225 tiles padded to 232 (a task of 192, then 24 + 16), F(2,3)'s 900;
-    # 128 input channels, the most they take
+    # one, its U rows packed with 3 zero rows and M's with 3 unread ones), F(4,3)'s 225 tiles
+    # padded to 232 (a task of 192, then 24 + 16), F(2,3)'s 900; 128 and 300 input channels
     ((1, 8, 60, 60), (37, 8, 3, 3), {"pads": [1, 1, 1, 1]}, WINOGRAD),
     ((1, 128, 6, 6), (9, 128, 3, 3), {"pads": [1, 1, 1, 1]}, WINOGRAD),
+    ((1, 300, 7, 7), (10, 300, 3, 3), {"pads": [1, 1, 1, 1]}, WINOGRAD),
 ]
 
 

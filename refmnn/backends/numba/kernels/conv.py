@@ -62,7 +62,7 @@ mobilenet_v2 8.35 / 7.38 / 7.32 ms and mobilenet_v1 14.63 / 12.98 / 12.91 ms.
 ``winograd_f23``, ``winograd_f43`` -- 3x3, stride 1, dilation 1, one group: Winograd F(2x2, 3x3)
     and F(4x4, 3x3), in :mod:`.conv_winograd` (algorithm, cost formula, measured table);
     ``winograd_f23_simd``, ``winograd_f43_simd`` the same with the products in register tiles
-    (:mod:`.gemm_simd`) for at most 128 input channels.
+    on U packed in ``prepare`` (:mod:`.gemm_simd`).
 ``gemm_1x1_simd`` -- ``gemm_1x1`` as a register-blocked product on packed operands, in
 :mod:`.conv_1x1_simd`.
 ``depthwise3x3``, ``depthwise3x3_same`` -- depthwise 3x3 (MobileNet's layers), in

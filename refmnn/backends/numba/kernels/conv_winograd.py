@@ -24,29 +24,32 @@ notation: input ``[N, C, H, W]``, weights ``[OC, C, 3, 3]``, output ``[N, OC, OH
     <= 9.7e-6, where im2col_gemm and winograd_f23 stay <= 5e-7 and <= 7.1e-7. ResNet-18's
     output still matches the reference to relative L2 4e-7.
 
-``winograd_f23_simd``, ``winograd_f43_simd`` -- the same, at most ``SIMD_CHANNELS`` (128) input
-    channels, on a CPU with AVX2 and FMA: V's and M's rows padded to a multiple of 8 tiles (the
-    padding columns of V zeroed, those of M never read) and the ``a*a`` products in the
-    register tiles of :mod:`.gemm_simd` (:func:`.gemm_simd.batched_product`, one parallel loop
-    over all of them) instead of ``a*a`` sgemm calls. The products alone, 2 threads, medians of
-    5 x 10 calls alternating (us, sgemms / register tiles):
+``winograd_f23_simd``, ``winograd_f43_simd`` -- the same on a CPU with AVX2 and FMA: U packed
+    four output channels at a time in ``prepare`` (:func:`.gemm_simd.pack_rows`), V's and M's
+    rows padded to a multiple of 8 tiles (the padding columns of V zeroed, those of M never
+    read; M's channels to a multiple of 4) and the ``a*a`` products in the register tiles of
+    :mod:`.gemm_simd` (:func:`.gemm_simd.packed_batched_product`, one parallel loop over all of
+    them) instead of ``a*a`` sgemm calls, which pay a call and the packing of U_i per product:
+    at 16-56 columns most of the work (the products alone: :mod:`.gemm_simd`'s table). Until U
+    was packed, the register tiles read its rows as they are and lost to the sgemms above 128
+    input channels, where the variants did not apply. The whole kernels, 2 threads, the least
+    of 4 medians of 10 calls alternating (us, im2col_gemm / winograd_f23 / winograd_f43 /
+    winograd_f23_simd / winograd_f43_simd; the costs' choice marked, then before this):
 
-    ==========================  ================  ==========================
-    C -> OC, tiles (F(4,3))     times             in the zoo
-    ==========================  ================  ==========================
-    16 -> 64, 196 (36 items)    293 / 160         SqueezeNet's expand3x3 @55
-    32 -> 128, 49               381 / 200         SqueezeNet @27
-    48 -> 192, 16               272 / 101         SqueezeNet @13
-    64 -> 256, 16               521 / 196         SqueezeNet @13
-    64 -> 64, 196               945 / 872         ResNet-18 @56
-    128 -> 128, 49              763 / 628         ResNet-18 @28
-    256 -> 256, 16              2401 / 5478       (not applied: C > 128)
-    512 -> 512, 16 (16 items)   2656 / 5228       (not applied)
-    ==========================  ================  ==========================
+    =============  ======================================  ==========================
+    layer          times                                   chosen (before)
+    =============  ======================================  ==========================
+    512 @ 7x7      2881 / 2531 / 4796 / *1141* / 2789      f23_simd (winograd_f23)
+    256 @ 14x14    2457 / 995 / 1470 / 1153 / *816*        f43_simd (winograd_f23)
+    128 @ 28x28    2668 / 1028 / 771 / 922 / *788*         f43_simd (f43_simd)
+    64 @ 56x56     2688 / 1180 / 827 / 1061 / *739*        f43_simd (f43_simd)
+    16->64 @ 55    693 / 464 / 357 / 377 / *281*           f43_simd (f43_simd)
+    64->256 @ 13   604 / 323 / 363 / 294 / *272*           f43_simd (f43_simd)
+    =============  ======================================  ==========================
 
-    The sgemms pay a call and their packing per product, which at 16-49 columns is most of the
-    work; with many input channels their cache blocking wins. Cost: the Winograd formula with
-    the products on the padded tiles at ``SIMD_FACTOR`` (0.85) and no sgemm calls.
+    ResNet-18 end to end, 2 threads, alternating processes, medians of 50 runs: 40.32 -> 33.30
+    ms; SqueezeNet 7.21 -> 7.06 ms. Cost: the Winograd formula with the products on the padded
+    tiles at ``SIMD_FACTOR`` (0.85) and no sgemm calls or packing.
 
 Winograd cost, F(m x m, 3x3) with ``a = m + 2`` and ``tiles = ceil(OH/m) * ceil(OW/m)``::
 
@@ -107,12 +110,11 @@ from refmnn.backends.numba.kernels._common import JIT, PARALLEL_LOCK, PJIT
 from refmnn.backends.numba.kernels.conv_base import (GEMM_CALL, GEMM_PACK, ConvBase,
                                                       gemm_columns, is_3x3_s1)
 from refmnn.backends.numba.kernels.fused import NONE, activate_row
-from refmnn.backends.numba.kernels.gemm_simd import batched_product
+from refmnn.backends.numba.kernels.gemm_simd import ROWS, pack_rows, packed_batched_product
 from refmnn.backends.numba.kernels.simd import LANES, native
 
 WINOGRAD_TRANSFORM = 60.0  # per element of V or M written / read by the tile transforms
 WINOGRAD_U_READ = 20.0  # per element of U streamed by the sgemms (once per image)
-SIMD_CHANNELS = 128  # the *_simd variants apply up to this many input channels
 SIMD_FACTOR = 0.85  # their products' multiply-adds, priced against the sgemms' (as gemm_1x1_simd)
 
 # ---------------------------------------------------------------------------------------------
@@ -355,17 +357,24 @@ class WinogradConv(ConvBase):
         a2 = (self.m + 2) ** 2
         g = self.wg
         u = np.einsum("ij,ocjk,lk->iloc", g, w, g).reshape(a2, oc, c)  # G g G^T per (oc, c)
-        buf = self.backend.allocate(u.size * 4, Storage.STATIC)
-        self.u = buf.handle[:u.size * 4].view(np.float32).reshape(a2, oc, c)
-        self.u[...] = u
-        self.a2, self.oc, self.c = a2, oc, c
+        # the *_simd variants keep U four rows at a time ([a*a, OC/4, C, 4], zero rows past
+        # OC) and M with OC rounded up to 4 rows (the output transform reads the first OC)
+        shape = (a2, -(-oc // ROWS), c, ROWS) if self.simd else (a2, oc, c)
+        size = int(np.prod(shape))
+        buf = self.backend.allocate(size * 4, Storage.STATIC)
+        self.u = buf.handle[:size * 4].view(np.float32).reshape(shape)
+        if self.simd:
+            pack_rows(u.astype(np.float32), self.u)
+        else:
+            self.u[...] = u
+        self.a2, self.oc, self.c = a2, shape[1] * ROWS if self.simd else oc, c
         self.n = int(spec.inputs[0].shape[0])
         self.oh, self.ow = (int(d) for d in spec.outputs[0].shape[2:])
         self.th, self.tw = -(-self.oh // self.m), -(-self.ow // self.m)
         self.tiles = self.th * self.tw
         self.pitch = padded_tiles(self.tiles) if self.simd else self.tiles  # V's and M's rows
         self.v_elems = a2 * c * self.pitch
-        self.m_elems = a2 * oc * self.pitch
+        self.m_elems = a2 * self.oc * self.pitch
         self.workspace_bytes = (self.v_elems + self.m_elems) * 4
         # the output transform adds the bias, a residual shaped like the output, and activates;
         # a broadcast residual is left to the epilogue pass (which then also activates)
@@ -394,7 +403,7 @@ class WinogradConv(ConvBase):
                 self.transform_input(inputs[0], n, pt, pl, self.th, self.tw, v)
             if self.simd:
                 with PARALLEL_LOCK:
-                    batched_product(self.u, v, m)
+                    packed_batched_product(self.u, v, m)
             else:
                 self.backend.gemm(self.u, v, m)
             with PARALLEL_LOCK:
@@ -422,13 +431,15 @@ class Winograd43Conv(WinogradConv):
 
 
 class Winograd23SimdConv(Winograd23Conv):
-    """F(2x2, 3x3) with the 16 products in register tiles (:func:`.gemm_simd.batched_product`)."""
+    """F(2x2, 3x3) with the 16 products in register tiles
+    (:func:`.gemm_simd.packed_batched_product`)."""
 
     simd = True
 
 
 class Winograd43SimdConv(Winograd43Conv):
-    """F(4x4, 3x3) with the 36 products in register tiles (:func:`.gemm_simd.batched_product`)."""
+    """F(4x4, 3x3) with the 36 products in register tiles
+    (:func:`.gemm_simd.packed_batched_product`)."""
 
     simd = True
 
@@ -439,9 +450,8 @@ def padded_tiles(tiles: int) -> int:
 
 
 def is_3x3_s1_simd(spec: NodeSpec) -> bool:
-    """The Winograd conditions, at most ``SIMD_CHANNELS`` input channels, on a CPU with AVX2
-    and FMA (:func:`.simd.native`)."""
-    return is_3x3_s1(spec) and int(spec.inputs[1].shape[1]) <= SIMD_CHANNELS and native()
+    """The Winograd conditions on a CPU with AVX2 and FMA (:func:`.simd.native`)."""
+    return is_3x3_s1(spec) and native()
 
 
 def winograd_cost(spec: NodeSpec, m: int, simd: bool = False) -> float:

@@ -6,22 +6,38 @@ A micro-tile computes ``y[i:i+R, j:j+8V] = w[i:i+R, :K] @ x[:K, j:j+8V]`` with i
 accumulators held in registers through the whole sum over K, each step loading V vectors of
 one row of x and broadcasting R weights, and stores the tile once at the end. ``w``, ``x`` and
 ``y`` are flat float32 arrays, with the tile's operands at element offsets: weight ``(r, c)``
-at ``wo + r * wr + c * wc`` (``wr = k, wc = 1`` for w's rows as they are; ``wr = 1, wc = 4``
-for weights packed four rows at a time, as ``gemm_1x1_simd`` keeps them), input ``(c, j)`` at
-``xo + c * xp + j`` and output ``(r, j)`` at ``yo + r * yp + j`` (``xp``, ``yp`` the row
-pitches). One function serves the slices of a batch and a 1x1 convolution's packed operands.
-The weights are read with :func:`.simd.vbroadcast`: with a plain ``w[q]`` (Numba's
-negative-index fix-up on every read) LLVM spilled the 4 x 24 tile's accumulators to the stack
-on every step of a packed-weights product, which ran 1.7-2x slower.
+at ``wo + r * wr + c * wc`` (``wr = 1, wc = 4`` for weights packed four rows at a time, as
+``gemm_1x1_simd`` and the Winograd variants keep them), input ``(c, j)`` at ``xo + c * xp +
+j`` and output ``(r, j)`` at ``yo + r * yp + j`` (``xp``, ``yp`` the row pitches). The
+weights are read with :func:`.simd.vbroadcast`: with a plain ``w[q]`` (Numba's negative-index
+fix-up on every read) LLVM spilled the 4 x 24 tile's accumulators to the stack on every step of
+a packed-weights product, which ran 1.7-2x slower.
 
 * :func:`tile4x24` -- twelve accumulators, 12 FMAs for 7 loads per step: the main tile.
 * :func:`tile4x16`, :func:`tile4x8` -- the columns left after the 24-wide tiles (eight and
   four accumulators; a lone 1 x 8 chain is bound by the FMA's latency: ~4 cycles a step).
-* :func:`tile1x8` -- the rows left after the blocks of four.
 
-:func:`batched_product` runs ``y[b] = w[b] @ x[b]`` over a batch whose columns are a multiple
-of 8 -- the Winograd schemes' ``a*a`` products ``M_i = U_i @ V_i``, whose tile counts they pad
-to that -- in tasks of ``GROUP`` rows by ``BLOCK`` columns shared out over the threads.
+:func:`packed_batched_product` runs ``y[b] = w[b] @ x[b]`` over a batch whose columns are a
+multiple of 8 -- the Winograd schemes' ``a*a`` products ``M_i = U_i @ V_i``, whose tile counts
+they pad to that -- with each ``w[b]`` packed four rows at a time (:func:`pack_rows`, once, in
+the scheme's ``prepare``), in tasks of ``GROUP`` rows by ``BLOCK`` columns shared out over the
+threads. Before, the products read U's rows as they are (four weight streams a step, ``wr =
+K``): at 256 and 512 channels that ran 2-4x slower than the sgemms, and the variants applied
+only up to 128 channels. The products alone, 2 threads, medians of 3 x 20 calls (us, rows as
+they are / packed / ``np.matmul``'s sgemms; a loaded machine):
+
+    ==========================  ======================  ======================
+    C -> OC, columns, items     times                   layer
+    ==========================  ======================  ======================
+    16 -> 64, 200, 36           199 / 190 / 297         SqueezeNet @55, F(4,3)
+    32 -> 128, 56, 36           133 / 166 / 261         SqueezeNet @27
+    64 -> 256, 16, 36           231 / 206 / 314         SqueezeNet @13
+    64 -> 64, 200, 36           755 / 722 / 937         ResNet-18 @56
+    128 -> 128, 56, 36          889 / 783 / 972         ResNet-18 @28
+    256 -> 256, 16, 36          1430 / 1002 / 1607      ResNet-18 @14, F(4,3)
+    256 -> 256, 56, 16          5771 / 867 / 1420       ResNet-18 @14, F(2,3)
+    512 -> 512, 16, 16          6169 / 1964 / 3319      ResNet-18 @7, F(2,3)
+    ==========================  ======================  ======================
 """
 
 from __future__ import annotations
@@ -153,62 +169,49 @@ def tile4x8(w, wo, wr, wc, x, xo, xp, y, yo, yp, j, k, b, bo, has_b, act, lo, hi
     vstore(y, o + 3 * yp, activate8(a3, act, lo, hi))
 
 
-@njit(inline="always", **JIT)
-def tile1x8(w, wo, wc, x, xo, xp, y, yo, j, k):
-    """``y[j:j+8] = w[:k] @ x[:k, j:j+8]``: one row of one vector."""
-    acc = vsplat(np.float32(0))
-    for c in range(k):
-        acc = vfma(vbroadcast(w, wo + c * wc), vload(x, xo + c * xp + j), acc)
-    vstore(y, yo + j, acc)
-
-
-@njit(inline="always", **JIT)
-def block(w, wo, x, xo, xp, y, yo, yp, i0, i1, j0, j1, k):
-    """``y[i0:i1, j0:j] = w[i0:i1] @ x[:, j0:j]`` (w's rows contiguous, ``k`` long, from ``wo``
-    on) for the largest ``j <= j1`` with ``j - j0`` a multiple of 8, in micro-tiles: the rows in
-    blocks of four (24-wide tiles, then one 16- or 8-wide tile for the columns left), then the
-    rows left one at a time. Returns ``j``."""
-    whole = i0 + (i1 - i0) // ROWS * ROWS
-    j = j0
-    while j + PIXELS <= j1:
-        for i in range(i0, whole, ROWS):
-            tile4x24(w, wo + i * k, k, 1, x, xo, xp, y, yo + i * yp, yp, j, k, _NO_BIAS, 0,
-                     False, NONE, _ZERO, _ZERO)
-        j += PIXELS
-    if j + 16 <= j1:
-        for i in range(i0, whole, ROWS):
-            tile4x16(w, wo + i * k, k, 1, x, xo, xp, y, yo + i * yp, yp, j, k, _NO_BIAS, 0,
-                     False, NONE, _ZERO, _ZERO)
-        j += 16
-    elif j + LANES <= j1:
-        for i in range(i0, whole, ROWS):
-            tile4x8(w, wo + i * k, k, 1, x, xo, xp, y, yo + i * yp, yp, j, k, _NO_BIAS, 0,
-                    False, NONE, _ZERO, _ZERO)
-        j += LANES
-    for i in range(whole, i1):
-        for jv in range(j0, j, LANES):
-            tile1x8(w, wo + i * k, 1, x, xo, xp, y, yo + i * yp, jv, k)
-    return j
-
-
 @njit(**PJIT)
-def batched_product(w, x, y):
-    """``y[b] = w[b] @ x[b]`` for every ``b``: ``w [B, M, K]``, ``x [B, K, N]`` and ``y [B, M,
-    N]`` C-contiguous float32, N a multiple of 8. Tasks of ``GROUP`` rows by ``BLOCK`` columns
-    of one product, shared out over the threads; within a task each strip of x is read by the
-    task's row blocks in turn (from L1 after the first)."""
-    batch, m, k = w.shape
+def packed_batched_product(wp, x, y):
+    """``y[b] = w[b] @ x[b]`` for every ``b``, the weights packed four rows at a time: ``wp [B,
+    M/4, K, 4]`` (row ``4q + i`` of ``w[b]`` at ``wp[b, q, :, i]``, as :func:`pack_rows`
+    makes it), ``x [B, K, N]``, ``y [B, M, N]``, C-contiguous float32, M a multiple of 4 and N
+    of 8. Tasks of ``GROUP`` rows by ``BLOCK`` columns of one product, shared out over the
+    threads; within a task each block of four rows runs along the columns (its 4 x K weights
+    from L1 after the first tile), the four weights a step broadcasts adjacent in memory."""
+    batch, blocks, k, _ = wp.shape
     n = x.shape[2]
-    wf, xf, yf = w.reshape(-1), x.reshape(-1), y.reshape(-1)
-    groups = (m + GROUP - 1) // GROUP
-    blocks = (n + BLOCK - 1) // BLOCK
-    for task in prange(batch * groups * blocks):
-        b = task // (groups * blocks)
-        i0 = (task // blocks) % groups * GROUP
-        j0 = task % blocks * BLOCK
-        block(wf, b * m * k, xf, b * k * n, n, yf, b * m * n, n, i0, min(m, i0 + GROUP), j0,
-              min(n, j0 + BLOCK), k)
+    wf, xf, yf = wp.reshape(-1), x.reshape(-1), y.reshape(-1)
+    per = GROUP // ROWS
+    groups = (blocks + per - 1) // per
+    cols = (n + BLOCK - 1) // BLOCK
+    for task in prange(batch * groups * cols):
+        b = task // (groups * cols)
+        g = task // cols % groups
+        j0 = task % cols * BLOCK
+        j1 = min(n, j0 + BLOCK)
+        xo, yo = b * k * n, b * blocks * ROWS * n
+        for r in range(g * per, min(blocks, (g + 1) * per)):
+            wo, o = (b * blocks + r) * k * ROWS, yo + r * ROWS * n
+            j = j0
+            while j + PIXELS <= j1:
+                tile4x24(wf, wo, 1, ROWS, xf, xo, n, yf, o, n, j, k, _NO_BIAS, 0, False, NONE,
+                         _ZERO, _ZERO)
+                j += PIXELS
+            if j + 16 <= j1:
+                tile4x16(wf, wo, 1, ROWS, xf, xo, n, yf, o, n, j, k, _NO_BIAS, 0, False, NONE,
+                         _ZERO, _ZERO)
+            elif j + LANES <= j1:
+                tile4x8(wf, wo, 1, ROWS, xf, xo, n, yf, o, n, j, k, _NO_BIAS, 0, False, NONE,
+                        _ZERO, _ZERO)
 
 
-__all__ = ["BLOCK", "GROUP", "PIXELS", "ROWS", "batched_product", "block", "fma3", "store3",
-           "tile1x8", "tile4x16", "tile4x24", "tile4x8"]
+def pack_rows(w: np.ndarray, out: np.ndarray) -> None:
+    """``w [B, M, K]`` into ``out [B, ceil(M/4), K, 4]`` (:func:`packed_batched_product`'s
+    layout), zeros for the rows past M."""
+    out[...] = 0
+    for i in range(ROWS):
+        rows = w[:, i::ROWS]
+        out[:, :rows.shape[1], :, i] = rows
+
+
+__all__ = ["BLOCK", "GROUP", "PIXELS", "ROWS", "fma3", "pack_rows", "packed_batched_product",
+           "store3", "tile4x16", "tile4x24", "tile4x8"]
