@@ -234,25 +234,27 @@ def test_gemm_1x1_simd_is_chosen_for_few_channels_and_constant_weights():
 
 
 def test_winograd_costs_count_the_sgemms_packing():
-    """ResNet-18's 3x3 layers with more than 128 channels (no register-tile variant) go to
-    winograd_f23 at 256 @ 14x14 -- F(4,3)'s 36 sgemms of 16 columns each pack a 256 x 256 U_i,
-    and that costs more than the multiplies they save (GEMM_PACK, conv_base.py) -- and at 512
-    @ 7x7; with ResNet-18's 64 channels at 56x56 the sgemm variants keep winograd_f43 (on a CPU
-    without AVX2 and FMA that is what runs there)."""
+    """Among the sgemm schemes (what runs on a CPU without AVX2 and FMA), ResNet-18's 3x3 layers
+    go to winograd_f23 at 256 @ 14x14 -- F(4,3)'s 36 sgemms of 16 columns each pack a 256 x 256
+    U_i, and that costs more than the multiplies they save (GEMM_PACK, conv_base.py) -- and at
+    512 @ 7x7, and keep winograd_f43 at 64 @ 56x56. The register-tile variants, which pack U
+    once, are cheaper still: winograd_f43_simd at 256 @ 14x14 and 64 @ 56x56, winograd_f23_simd
+    at 512 @ 7x7 (measured: conv_winograd's docstring)."""
     from refmnn.backends.numba.kernels import conv, conv_winograd
 
     def costs(c, hw):  # type: ignore[no-untyped-def]
         model = conv_model((1, c, hw, hw), (c, c, 3, 3), pads=[1, 1, 1, 1])
         spec = refmnn.Session(model, backends=("numba",), check=False).resize().specs["n0"]
         return (conv._im2col_cost(spec), conv_winograd.winograd23_cost(spec),
-                conv_winograd.winograd43_cost(spec))
+                conv_winograd.winograd43_cost(spec), conv_winograd.winograd23_simd_cost(spec),
+                conv_winograd.winograd43_simd_cost(spec))
 
-    im2col, f23, f43 = costs(256, 14)
-    assert f23 < min(im2col, f43)
-    im2col, f23, f43 = costs(512, 7)
-    assert f23 < min(im2col, f43)
-    im2col, f23, f43 = costs(64, 56)
-    assert f43 < min(im2col, f23)
+    im2col, f23, f43, f23s, f43s = costs(256, 14)
+    assert f23 < min(im2col, f43) and f43s < min(f23, f23s)
+    im2col, f23, f43, f23s, f43s = costs(512, 7)
+    assert f23 < min(im2col, f43) and f23s < min(f23, f43s)
+    im2col, f23, f43, f23s, f43s = costs(64, 56)
+    assert f43 < min(im2col, f23) and f43s < min(f43, f23s)
 
 
 BINARY = ["Add", "Sub", "Mul", "Div", "Max", "Min"]
