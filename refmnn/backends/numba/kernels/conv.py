@@ -89,10 +89,10 @@ from refmnn.backends.numba.kernels._common import F32, PARALLEL_LOCK, PJIT
 from refmnn.backends.numba.kernels.conv_1x1_simd import (gemm_1x1_simd, gemm_1x1_simd_cost,
                                                         is_1x1_constant, packed_weights)
 from refmnn.backends.numba.kernels.conv_1x1_simd import plan as plan_1x1
-from refmnn.backends.numba.kernels.conv_base import (GEMM_CALL, GEMM_PACK, LOOP, ConvBase,
-                                                     conv_params, gemm_macs, is_1x1, is_2d,
-                                                     is_3x3_s1, is_depthwise, is_depthwise_3x3,
-                                                     is_depthwise_s1, macs)
+from refmnn.backends.numba.kernels.conv_base import (GEMM_CALL, LOOP, ConvBase, conv_params,
+                                                     gemm_macs, is_1x1, is_2d, is_3x3_s1,
+                                                     is_depthwise, is_depthwise_3x3,
+                                                     is_depthwise_s1, macs, weights_packing)
 from refmnn.backends.numba.kernels.conv_direct_few import (DirectFewConv, DirectFewSimdConv,
                                                            direct3x3_few_cost,
                                                            direct3x3_few_simd_cost,
@@ -484,15 +484,12 @@ def _im2col_cost(spec: NodeSpec) -> float:
     n, c, _, _ = (int(d) for d in spec.inputs[0].shape)
     kh, kw, *_, g = conv_params(spec)
     oh, ow = (int(d) for d in spec.outputs[0].shape[2:])
-    oc = int(spec.inputs[1].shape[0])
     return (2 * gemm_macs(spec) + 4.0 * n * c * kh * kw * oh * ow + LOOP * n * c * kh * kw * oh
-            + GEMM_PACK * n * oc * (c // g) * kh * kw + 10 * GEMM_CALL * n * g)
+            + weights_packing(spec) + 10 * GEMM_CALL * n * g)
 
 
 def _gemm_1x1_cost(spec: NodeSpec) -> float:
-    n = int(spec.inputs[0].shape[0])
-    oc, c = (int(d) for d in spec.inputs[1].shape[:2])
-    return 2 * gemm_macs(spec) + GEMM_PACK * n * oc * c + GEMM_CALL * n
+    return 2 * gemm_macs(spec) + weights_packing(spec) + GEMM_CALL * int(spec.inputs[0].shape[0])
 
 
 def _schemes(fused: bool) -> tuple[Scheme, ...]:

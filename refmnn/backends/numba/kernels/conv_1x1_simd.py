@@ -84,8 +84,8 @@ from refmnn.backends.base import NodeSpec, Storage
 from refmnn.backends.numba.kernels._common import JIT, PJIT
 from refmnn.backends.numba.kernels.conv_base import GEMM_CALL, gemm_macs, is_1x1
 from refmnn.backends.numba.kernels.fused import CLIP, NONE, RELU, epilogue_rows
-from refmnn.backends.numba.kernels.gemm_simd import (PIXELS, ROWS, activate8, tile4x8, tile4x16,
-                                                    tile4x24)
+from refmnn.backends.numba.kernels.gemm_simd import (PIXELS, ROWS, activate8, pack_rows, tile4x8,
+                                                    tile4x16, tile4x24)
 from refmnn.backends.numba.kernels.simd import native, vadd, vload, vstore
 
 FEW_CHANNELS = 32  # input channels up to which the scheme is priced below gemm_1x1
@@ -292,14 +292,10 @@ def packed_weights(backend, spec: NodeSpec) -> np.ndarray:  # type: ignore[no-un
     (``q = c * KH * KW + kh * KW + kw``) the same way."""
     w = np.asarray(spec.constants[1], np.float32)
     oc = int(w.shape[0])
-    w = w.reshape(oc, -1)
-    k = int(w.shape[1])
+    w = w.reshape(1, oc, -1)
+    k = int(w.shape[2])
     blocks = (oc + ROWS - 1) // ROWS
     buf = backend.allocate(blocks * k * ROWS * 4, Storage.STATIC)
     wp = buf.handle[:blocks * k * ROWS * 4].view(np.float32)
-    wp[:] = 0
-    packed = wp.reshape(blocks, k, ROWS)
-    for i in range(ROWS):
-        rows = w[i::ROWS]
-        packed[:rows.shape[0], :, i] = rows
+    pack_rows(w, wp.reshape(1, blocks, k, ROWS))
     return wp

@@ -74,6 +74,15 @@ def gemm_macs(spec: NodeSpec) -> float:
     return macs(spec) * gemm_columns(oh * ow) / max(oh * ow, 1)
 
 
+def weights_packing(spec: NodeSpec) -> float:
+    """``GEMM_PACK`` per element of the weights ``[OC, C/g, KH, KW]``, per image: what the sgemm
+    of a scheme whose weights are its packed operand (im2col_gemm, im2col_s2, gemm_1x1) spends
+    packing them on every call."""
+    n = int(spec.inputs[0].shape[0])
+    oc, cg, kh, kw = (int(d) for d in spec.inputs[1].shape)
+    return GEMM_PACK * n * oc * cg * kh * kw
+
+
 def is_2d(spec: NodeSpec) -> bool:
     x, w = spec.inputs[0], spec.inputs[1]
     return x is not None and w is not None and x.rank == 4 and w.rank == 4

@@ -366,12 +366,16 @@ def conv_direct_few_simd(x, wp, k, offsets, bias, out, s, pt, pl, act, alpha, lo
                                act, alpha, lo, hi)
 
 
+def _simd_applies(spec: NodeSpec) -> bool:
+    """What the register tiles add to direct3x3_few's and direct7x7_few's conditions: output
+    channels a multiple of 4, the weights known when planning (``prepare`` packs them), a CPU
+    with AVX2 and FMA (:func:`.simd.native`)."""
+    return int(spec.inputs[1].shape[0]) % 4 == 0 and 1 in spec.constants and native()
+
+
 def is_direct3x3_few_simd(spec: NodeSpec) -> bool:
-    """direct3x3_few's conditions, output channels a multiple of 4, the weights known when
-    planning (``prepare`` packs them), on a CPU with AVX2 and FMA
-    (:func:`.simd.native`)."""
-    return (is_direct3x3_few(spec) and int(spec.inputs[1].shape[0]) % 4 == 0
-            and 1 in spec.constants and native())
+    """direct3x3_few's conditions and :func:`_simd_applies`'."""
+    return is_direct3x3_few(spec) and _simd_applies(spec)
 
 
 class DirectFewSimdConv(DirectFewConv):
@@ -517,10 +521,8 @@ def direct7x7_few_cost(spec: NodeSpec) -> float:
 
 
 def is_direct7x7_few_simd(spec: NodeSpec) -> bool:
-    """direct7x7_few's conditions, output channels a multiple of 4, the weights known when
-    planning, on a CPU with AVX2 and FMA (:func:`.simd.native`)."""
-    return (is_direct7x7_few(spec) and int(spec.inputs[1].shape[0]) % 4 == 0
-            and 1 in spec.constants and native())
+    """direct7x7_few's conditions and :func:`_simd_applies`'."""
+    return is_direct7x7_few(spec) and _simd_applies(spec)
 
 
 def direct7x7_few_simd_cost(spec: NodeSpec) -> float:

@@ -31,8 +31,8 @@ from numba import njit, prange
 
 from refmnn.backends.base import NodeSpec
 from refmnn.backends.numba.kernels._common import PARALLEL_LOCK, PJIT
-from refmnn.backends.numba.kernels.conv_base import (GEMM_CALL, GEMM_PACK, LOOP, ConvBase,
-                                                     conv_params, gemm_columns, is_2d, macs)
+from refmnn.backends.numba.kernels.conv_base import (GEMM_CALL, LOOP, ConvBase, conv_params,
+                                                     gemm_columns, is_2d, macs, weights_packing)
 from refmnn.backends.numba.kernels.conv_depthwise3x3 import (fill_padded, padded_geometry,
                                                              store_rows)
 
@@ -124,4 +124,4 @@ def im2col_s2_cost(spec: NodeSpec) -> float:
     span = oh * (ow + 1)
     gemm = 2 * macs(spec) * gemm_columns(span) / max(oh * ow, 1)
     copies = 4.0 * n * c * h * w + 1.0 * n * 9 * c * span + LOOP * n * c * (h + 9)
-    return gemm + copies + GEMM_PACK * n * int(spec.inputs[1].shape[0]) * 9 * c + GEMM_CALL * n
+    return gemm + copies + weights_packing(spec) + GEMM_CALL * n
