@@ -29,8 +29,8 @@ import refmnn  # noqa: E402
 from refmnn.backends.numba import NumbaBackend  # noqa: E402
 from refmnn.schedule.plan import RunStep  # noqa: E402
 from tests.helpers import make_model  # noqa: E402
-from tests.numba_checks import (F, SIMD_1X1, WINOGRAD, check_node, conv_model, rand,  # noqa: E402
-                                rel_l2)
+from tests.numba_checks import (F, SIMD_1X1, SIMD_DW_S2, WINOGRAD, check_node,  # noqa: E402
+                                conv_model, rand, rel_l2)
 
 I64 = TensorProto.INT64
 
@@ -122,6 +122,19 @@ CONV_CASES = [
     ((1, 3, 6, 5), (3, 1, 3, 3), {"group": 3, "pads": [2, 0, 3, 2]}, ("depthwise_s1", "depthwise3x3")),
     ((3, 2, 3, 4), (2, 1, 3, 3), {"group": 2, "strides": [2, 2], "pads": [2, 2, 2, 2]},
      ("depthwise", "depthwise3x3")),
+    # depthwise3x3_s2_simd (eight outputs a vector, the row's ends one by one): an odd width (the
+    # last vector overlaps the one before it, the last output is scalar), channel multiplier 2,
+    # N = 2; a width of 18 (one vector, the first output scalar) with three rows of padding above
+    # and below (output rows wholly outside the plane: the bias alone); no padding (one vector,
+    # the whole row); two columns and rows of padding on the left and top (the first output from
+    # one tap column), three rows below
+    ((2, 3, 9, 37), (6, 1, 3, 3), {"group": 3, "strides": [2, 2], "pads": [1, 1, 1, 1]},
+     ("depthwise", "depthwise3x3", *SIMD_DW_S2)),
+    ((1, 2, 6, 18), (2, 1, 3, 3), {"group": 2, "strides": [2, 2], "pads": [3, 1, 3, 1]},
+     ("depthwise", "depthwise3x3", "depthwise3x3_same", *SIMD_DW_S2)),
+    ((1, 2, 5, 17), (2, 1, 3, 3), {"group": 2, "strides": [2, 2]}, ("depthwise", *SIMD_DW_S2)),
+    ((1, 3, 8, 24), (3, 1, 3, 3), {"group": 3, "strides": [2, 2], "pads": [2, 2, 3, 0]},
+     ("depthwise", "depthwise3x3", *SIMD_DW_S2)),
     ((1, 3, 7, 8), (4, 3, 5, 5), {"auto_pad": "SAME_UPPER", "strides": [2, 2]}, ("direct", "im2col_gemm")),
     ((1, 3, 7, 8), (4, 3, 3, 3), {"auto_pad": "VALID"}, WINOGRAD),
     # Winograd edge tiles: output sizes not multiples of 4 (or 2), uneven and wide padding, N > 1
@@ -580,7 +593,7 @@ def test_each_jit_build_has_its_own_disk_cache_entry():  # type: ignore[no-untyp
             seen += 1
     assert seen > 20  # the scan found the kernels
     from refmnn.backends.numba.kernels import conv_depthwise3x3, fused
-    for name in ("conv_depthwise3x3", "conv_depthwise3x3_same"):
+    for name in ("conv_depthwise3x3", "conv_depthwise3x3_same", "conv_depthwise3x3_s2_simd"):
         serial = getattr(conv_depthwise3x3, name + "_serial")
         assert serial.targetoptions.get("parallel") is not True
         assert getattr(conv_depthwise3x3, name).targetoptions.get("parallel") is True

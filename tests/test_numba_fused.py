@@ -15,8 +15,8 @@ from onnx import helper, numpy_helper  # noqa: E402
 
 from tests.helpers import make_model  # noqa: E402
 from refmnn.schedule.plan import RunStep  # noqa: E402
-from tests.numba_checks import (F, RNG, SIMD_1X1, SIMD_FEW, WINOGRAD, check_node, conv_model,  # noqa: E402
-                                rand, rel_l2)
+from tests.numba_checks import (F, RNG, SIMD_1X1, SIMD_DW_S2, SIMD_FEW, WINOGRAD,  # noqa: E402
+                                check_node, conv_model, rand, rel_l2)
 
 FUSED_ACTS = [("none", {}), ("relu", {}), ("clip", {"activation_min": 0.0, "activation_max": 0.5}),
               ("leaky_relu", {"activation_alpha": 0.2}), ("sigmoid", {}), ("tanh", {}), ("gelu", {}),
@@ -86,19 +86,20 @@ def test_fused_conv_1x1_activation_passes_nan(act, params, residual):
 
 @pytest.mark.parametrize(("act", "params"), FUSED_ACTS[:3] + FUSED_ACTS[4:5] + FUSED_ACTS[6:7])
 @pytest.mark.parametrize("residual", [False, True])
-@pytest.mark.parametrize(("stride", "pads", "scheme"), [(1, [1, 2, 2, 0], "depthwise3x3"),
-                                                     (2, [1, 2, 2, 0], "depthwise3x3"),
-                                                     (1, [2, 1, 0, 1], "depthwise3x3_same"),
-                                                     (2, [2, 1, 0, 1], "depthwise3x3_same")])
-def test_fused_depthwise3x3(act, params, residual, stride, pads, scheme):
-    """depthwise3x3 and depthwise3x3_same apply bias and activation in their own pass (and
-    leave a residual, then the activation too, to the epilogue): N = 2, odd sizes, uneven
-    padding, stride 1 and 2."""
+@pytest.mark.parametrize(("stride", "pads", "scheme", "width"), [
+    (1, [1, 2, 2, 0], "depthwise3x3", 8), (2, [1, 2, 2, 0], "depthwise3x3", 8),
+    (1, [2, 1, 0, 1], "depthwise3x3_same", 8), (2, [2, 1, 0, 1], "depthwise3x3_same", 8),
+    *[(2, [1, 1, 2, 0], scheme, 35) for scheme in SIMD_DW_S2]])
+def test_fused_depthwise3x3(act, params, residual, stride, pads, scheme, width):
+    """depthwise3x3, depthwise3x3_same and depthwise3x3_s2_simd apply bias and activation in
+    their own pass (the last in registers for Relu and Clip, a pass over each row for the
+    others) and leave a residual, then the activation too, to the epilogue: N = 2, odd sizes,
+    uneven padding, stride 1 and 2."""
     w = numpy_helper.from_array(rand(6, 1, 3, 3), "W")
     b = numpy_helper.from_array(rand(6), "B")
-    x_shape = (2, 6, 9, 8)
+    x_shape = (2, 6, 9, width)
     oh = (9 + pads[0] + pads[2] - 3) // stride + 1
-    ow = (8 + pads[1] + pads[3] - 3) // stride + 1
+    ow = (width + pads[1] + pads[3] - 3) // stride + 1
     inputs = ["X", "W", "B"] + (["Z"] if residual else [])
     node = helper.make_node("FusedConv", inputs, ["Y"], name="n0", domain="refmnn", group=6,
                             pads=pads, strides=[stride, stride], activation=act, **params)
@@ -240,17 +241,18 @@ def test_direct_few_apply_to_few_channels_only():
     assert not is_direct7x7_few_simd(session.plan.specs["n0"])
 
 
-@pytest.mark.parametrize(("stride", "scheme"), [(2, "depthwise3x3"), (1, "depthwise3x3_same"),
-                                               (2, "depthwise3x3_same")])
-def test_depthwise3x3_parallel_parts(stride, scheme, monkeypatch):
-    """The parallel copy of the depthwise3x3(_same) loops (several parts, each its own
-    scratch)."""
+@pytest.mark.parametrize(("stride", "scheme", "width"), [
+    (2, "depthwise3x3", 9), (1, "depthwise3x3_same", 9), (2, "depthwise3x3_same", 9),
+    *[(2, scheme, 20) for scheme in SIMD_DW_S2]])
+def test_depthwise3x3_parallel_parts(stride, scheme, width, monkeypatch):
+    """The parallel copy of the depthwise3x3 loops (several parts, each its own scratch where
+    the scheme has one)."""
     from refmnn.backends.numba.kernels import conv_depthwise3x3
 
     monkeypatch.setattr(conv_depthwise3x3, "DEPTHWISE_PARALLEL_MIN", 0)
-    check_node(conv_model((3, 5, 7, 9), (5, 1, 3, 3), group=5, pads=[1, 1, 1, 1],
+    check_node(conv_model((3, 5, 7, width), (5, 1, 3, 3), group=5, pads=[1, 1, 1, 1],
                           strides=[stride, stride]),
-               {"X": rand(3, 5, 7, 9)}, must_run=(scheme,))
+               {"X": rand(3, 5, 7, width)}, must_run=(scheme,))
 
 
 @pytest.mark.parametrize("split", [False, True])

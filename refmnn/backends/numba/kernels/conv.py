@@ -65,8 +65,8 @@ mobilenet_v2 8.35 / 7.38 / 7.32 ms and mobilenet_v1 14.63 / 12.98 / 12.91 ms.
     on U packed in ``prepare`` (:mod:`.gemm_simd`).
 ``gemm_1x1_simd`` -- ``gemm_1x1`` as a register-blocked product on packed operands, in
 :mod:`.conv_1x1_simd`.
-``depthwise3x3``, ``depthwise3x3_same`` -- depthwise 3x3 (MobileNet's layers), in
-    :mod:`.conv_depthwise3x3` (the loops, costs and measured tables).
+``depthwise3x3``, ``depthwise3x3_same``, ``depthwise3x3_s2_simd`` -- depthwise 3x3 (MobileNet's
+    layers), in :mod:`.conv_depthwise3x3` (the loops, costs and measured tables).
 ``direct3x3_few``, ``direct7x7_few`` -- 3x3 or 7x7, one group, at most four input channels (a
     first layer on an RGB image: MobileNet's and SqueezeNet's 3x3, ResNet's 7x7), in
     :mod:`.conv_direct_few`; ``direct3x3_few_simd`` the 3x3 one in register tiles.
@@ -101,9 +101,12 @@ from refmnn.backends.numba.kernels.conv_direct_few import (DirectFewConv, Direct
                                                            is_direct3x3_few, is_direct3x3_few_simd,
                                                            is_direct7x7_few, is_direct7x7_few_simd)
 from refmnn.backends.numba.kernels.conv_depthwise3x3 import (Depthwise3x3Conv,
+                                                             Depthwise3x3S2SimdConv,
                                                              Depthwise3x3SameConv,
                                                              depthwise3x3_cost,
+                                                             depthwise3x3_s2_simd_cost,
                                                              depthwise3x3_same_cost,
+                                                             is_depthwise3x3_s2_simd,
                                                              is_depthwise_3x3_same)
 from refmnn.backends.numba.kernels.conv_im2col_s2 import (Im2colS2Conv, im2col_s2_cost,
                                                           is_im2col_s2)
@@ -521,6 +524,9 @@ def _schemes(fused: bool) -> tuple[Scheme, ...]:
         Scheme("depthwise3x3_same", lambda b, s: Depthwise3x3SameConv(b),
                applies=when(is_depthwise_3x3_same), cost=depthwise3x3_same_cost,
                doc="3x3 stride-1 depthwise at the input's row pitch, edge columns masked"),
+        Scheme("depthwise3x3_s2_simd", lambda b, s: Depthwise3x3S2SimdConv(b),
+               applies=when(is_depthwise3x3_s2_simd), cost=depthwise3x3_s2_simd_cost,
+               doc="3x3 stride-2 depthwise from the planes, 8 outputs a vector, de-interleaved"),
         Scheme("direct3x3_few", lambda b, s: DirectFewConv(b), applies=when(is_direct3x3_few),
                cost=direct3x3_few_cost,
                doc="3x3 with <= 4 input channels: padded planes, taps unrolled per channel"),

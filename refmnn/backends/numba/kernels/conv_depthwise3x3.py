@@ -70,6 +70,38 @@ epilogue pass.
     End to end, 2 threads, medians of 40 interleaved runs in one process against a session
     built without the scheme, two rounds: MobileNet-v2 9.01 -> 7.95 and 9.89 -> 8.97 ms (16
     layers on it), MobileNet-v1 10.78 -> 10.01 and 10.49 -> 9.76 ms (12); outputs within 3e-8.
+``depthwise3x3_s2_simd`` -- depthwise, 3x3, dilation 1, stride 2, on a CPU with AVX2 and FMA
+    (:mod:`.simd`), rows of at least 17 columns. Straight from the NCHW plane into the output,
+    no copy: eight outputs of a row at a time, each of the three input rows as two pairs of
+    unit-stride loads (elements ``i .. i + 15`` and ``i + 1 .. i + 16``) de-interleaved into
+    the three taps' vectors (:func:`.simd.veven` / :func:`.simd.vodd`, one in-lane shuffle
+    each; the results' lanes are put in order once, before the store), nine FMAs, the bias and
+    Relu/Clip in registers. A row's vectors start at its first output whose taps lie in the
+    row and step by eight, the last one shifted back to end at the row's last output that
+    they reach (it overlaps the one before: a few outputs computed twice); the outputs left at
+    the two ends (the first, with one column of padding) are summed tap by tap. Cost: ``2 *
+    MACS + 2 * N * C * H * W`` (the input read once) ``+ LOOP * N * C * OH`` (a row's ends).
+    Kernels alone, median us of 30 calls, the least of 5 rounds alternating (depthwise3x3 /
+    depthwise3x3_same / depthwise3x3_s2_simd), pads 1, bias, hot caches:
+
+    ==============  =================  =================
+    layer           1 thread           2 threads (noisy)
+    ==============  =================  =================
+    96 @ 112        484 / 690 / 311    492 / 470 / 237
+    144 @ 56        282 / 261 / 175    293 / 190 / 156
+    192 @ 28        160 / 96 / 87      171 / 79 / 74
+    128 @ 56                           249 / 174 / 124
+    256 @ 28                           227 / 98 / 97
+    ==============  =================  =================
+
+    In MobileNetV2 (its three stride-2 layers of 28 columns or more; 576 @ 14 stays with
+    depthwise3x3_same), one process, the plans with and without the scheme interleaved, 30
+    runs on a loaded machine: those layers 846 -> 563 us at 2 threads (the model 10.67 -> 10.39
+    ms), 1079 -> 759 us at 1 thread (14.75 -> 14.45 ms); outputs within 3.2e-8. On the way
+    (8 @ 112, 1 thread): a de-interleave with the lane-crossing ``vpermpd`` per tap (LLVM's
+    lowering of an in-order even/odd shuffle; Zen 3 runs it at a fraction of ``vshufps``'s
+    rate) took 34.4 us, one per vector 31.0; a scalar loop over the whole row that skipped the
+    vectors' outputs took 39.5; one chain of nine FMAs instead of one per input row ran the same.
 """
 
 from __future__ import annotations
@@ -81,7 +113,10 @@ from refmnn.backends.base import NodeSpec, Storage
 from refmnn.backends.numba.kernels._common import JIT, PARALLEL_LOCK, PJIT, renamed
 from refmnn.backends.numba.kernels.conv_base import (LOOP, ConvBase, conv_params,
                                                      is_depthwise_3x3, macs)
-from refmnn.backends.numba.kernels.fused import activate_row
+from refmnn.backends.numba.kernels.fused import CLIP, NONE, RELU, activate, activate_row
+from refmnn.backends.numba.kernels.gemm_simd import activate8
+from refmnn.backends.numba.kernels.simd import (native, vadd, veven, vfma, vload, vodd, vorder,
+                                                vsplat, vstore)
 
 # outputs from which both schemes run their parallel loops, on OpenMP / on workqueue (whose
 # launches cost more)
@@ -315,6 +350,95 @@ conv_depthwise3x3_same = njit(**PJIT)(_depthwise3x3_same)
 conv_depthwise3x3_same_serial = njit(**JIT)(renamed(_depthwise3x3_same, "_serial"))
 
 
+def s2_vector_span(wd: int, pl: int) -> tuple[int, int]:
+    """depthwise3x3_s2_simd's vectors in an output row of a ``wd``-wide input with ``pl``
+    columns of padding on the left: ``(first, last)``, the first output of the first vector
+    (the first whose leftmost tap, column ``2 * ow - pl``, lies in the row) and of the last one
+    (whose loads reach column ``2 * last - pl + 16``, the row's last or before); no vector when
+    ``first > last``."""
+    return (pl + 1) // 2, (wd - 17 + pl) // 2
+
+
+@njit(inline="always", **JIT)
+def _row_s2(xf, i, acc, k0, k1, k2):
+    """``acc + k0 * x[i + 2j] + k1 * x[i + 2j + 1] + k2 * x[i + 2j + 2]`` for the eight lanes
+    ``j``: two pairs of unit-stride loads (elements ``i .. i + 15`` and ``i + 1 .. i + 16``),
+    de-interleaved into their even and odd elements (no load reaches past ``i + 16``), the lanes
+    in :func:`.simd.veven`'s order."""
+    a, b = vload(xf, i), vload(xf, i + 8)
+    acc = vfma(veven(a, b), k0, acc)
+    acc = vfma(vodd(a, b), k1, acc)
+    return vfma(vodd(vload(xf, i + 1), vload(xf, i + 9)), k2, acc)
+
+
+@njit(inline="always", **JIT)
+def _one_s2(xf, h, wd, r0, c0, k, b):
+    """One output from its taps that lie in the plane (rows ``r0 ..``, columns ``c0 ..``)."""
+    acc = b
+    for kh in range(3):
+        r = r0 + kh
+        if 0 <= r < h:
+            for kw in range(3):
+                c = c0 + kw
+                if 0 <= c < wd:
+                    acc += k[kh, kw] * xf[r * wd + c]
+    return acc
+
+
+def _depthwise3x3_s2_simd(x, w, bias, out, pt, pl, mult, act, alpha, lo, hi, parts):
+    """3x3 depthwise at stride 2 straight from the NCHW planes into the output, eight outputs
+    of a row at a time (see :func:`_row_s2`), bias and activation in registers (Relu, Clip;
+    another activation in a pass over each row); the outputs whose taps reach past the row's
+    ends (:func:`s2_vector_span`) one by one. ``parts`` workers (``prange``), each over a
+    contiguous run of the (n, oc) planes."""
+    n_img, c_in, h, wd = x.shape
+    oc_n = w.shape[0]
+    oh_n, ow_n = out.shape[2], out.shape[3]
+    first, last = (pl + 1) // 2, (wd - 17 + pl) // 2  # as s2_vector_span
+    vact = act if act == RELU or act == CLIP else NONE  # the one in registers
+    jobs = n_img * oc_n
+    for part in prange(parts):
+        for t in range(part * jobs // parts, (part + 1) * jobs // parts):
+            n = t // oc_n
+            oc = t % oc_n
+            xf = x[n, oc // mult].reshape(h * wd)
+            yf = out[n, oc].reshape(oh_n * ow_n)
+            k = w[oc, 0]
+            b = bias[oc]
+            vb, zero = vsplat(b), vsplat(np.float32(0))
+            k00, k01, k02 = vsplat(k[0, 0]), vsplat(k[0, 1]), vsplat(k[0, 2])
+            k10, k11, k12 = vsplat(k[1, 0]), vsplat(k[1, 1]), vsplat(k[1, 2])
+            k20, k21, k22 = vsplat(k[2, 0]), vsplat(k[2, 1]), vsplat(k[2, 2])
+            for oh in range(oh_n):
+                r0 = 2 * oh - pt
+                o = oh * ow_n
+                ow = first
+                while ow <= last:  # the last vector may overlap the one before it
+                    i = r0 * wd + 2 * ow - pl
+                    # a sum per row, three independent chains of FMAs (one chain of nine,
+                    # bound by the FMA's latency, ran 1.3x slower)
+                    top = _row_s2(xf, i, vb, k00, k01, k02) if 0 <= r0 < h else vb
+                    mid = _row_s2(xf, i + wd, zero, k10, k11, k12) if 0 <= r0 + 1 < h else zero
+                    low = (_row_s2(xf, i + 2 * wd, zero, k20, k21, k22) if 0 <= r0 + 2 < h
+                           else zero)
+                    acc = vadd(vadd(top, mid), low)
+                    vstore(yf, o + ow, vorder(activate8(acc, vact, lo, hi)))
+                    ow = last if ow < last and ow + 8 > last else ow + 8
+                for ow in range(min(first, ow_n)):  # the outputs the vectors leave: the
+                    v = _one_s2(xf, h, wd, r0, 2 * ow - pl, k, b)  # row's two ends
+                    yf[o + ow] = activate(vact, v, alpha, lo, hi)
+                for ow in range(last + 8 if first <= last else first, ow_n):
+                    v = _one_s2(xf, h, wd, r0, 2 * ow - pl, k, b)
+                    yf[o + ow] = activate(vact, v, alpha, lo, hi)
+                if vact != act:
+                    activate_row(yf[o:o + ow_n], act, alpha, lo, hi)
+
+
+conv_depthwise3x3_s2_simd = njit(**PJIT)(_depthwise3x3_s2_simd)
+# the same loops, one thread, no launch (its own name: see _common.renamed)
+conv_depthwise3x3_s2_simd_serial = njit(**JIT)(renamed(_depthwise3x3_s2_simd, "_serial"))
+
+
 class Depthwise3x3Conv(ConvBase):
     """3x3 depthwise with the bias and the activation applied in the same pass (the residual,
     when FusedConv has one, still goes through the epilogue pass, which then also activates).
@@ -355,7 +479,7 @@ class Depthwise3x3Conv(ConvBase):
 
     def run(self, inputs, outputs, workspace):
         scratch = workspace.handle[:self.workspace_bytes].view(np.float32).reshape(
-            self.parts, self.per)
+            self.parts, self.per) if self.workspace_bytes else None
         args = self.arguments(inputs, outputs[0], scratch)
         parallel, serial = self.loops
         if self.parallel:
@@ -422,3 +546,36 @@ def depthwise3x3_same_cost(spec: NodeSpec) -> float:
     # per plane: the copy, taps and activation loops (stride 2: a sampling loop per output row)
     loops = n * c * (3 + (oh if s == 2 else 0))
     return 2 * 9 * computed + 4.0 * n * c * h * w + LOOP * loops + 2000.0
+
+
+def is_depthwise3x3_s2_simd(spec: NodeSpec) -> bool:
+    """Depthwise 3x3 at stride 2 (dilation 1), on a CPU with AVX2 and FMA (:func:`.simd.native`),
+    with a row wide enough for one vector of eight outputs (:func:`s2_vector_span`)."""
+    if not (is_depthwise_3x3(spec) and conv_params(spec)[2] == 2 and native()):
+        return False
+    first, last = s2_vector_span(int(spec.inputs[0].shape[3]), conv_params(spec)[7])
+    return first <= last
+
+
+class Depthwise3x3S2SimdConv(Depthwise3x3Conv):
+    """depthwise3x3_s2_simd: Depthwise3x3Conv's activation, epilogue, threading and ``run``;
+    no scratch, its own loops and their arguments."""
+
+    def scratch_per_part(self, spec: NodeSpec) -> int:
+        return 0
+
+    def arguments(self, inputs, out, scratch) -> tuple:  # type: ignore[no-untyped-def]
+        """The loops' arguments (see :func:`_depthwise3x3_s2_simd`)."""
+        _, _, _, _, _, _, pt, pl, _, _, g = self.params
+        ep = self.epilogue
+        return (inputs[0], inputs[1], self.bias(inputs), out, pt, pl, inputs[1].shape[0] // g,
+                self.act, ep.alpha, ep.lo, ep.hi, self.parts)
+
+    loops = (conv_depthwise3x3_s2_simd, conv_depthwise3x3_s2_simd_serial)
+
+
+def depthwise3x3_s2_simd_cost(spec: NodeSpec) -> float:
+    n, c, h, w = (int(d) for d in spec.inputs[0].shape)
+    oh = int(spec.outputs[0].shape[2])
+    # the taps in registers, the input read once (no copy), a row's ends one by one
+    return 2 * macs(spec) + 2.0 * n * c * h * w + LOOP * n * c * oh + 2000.0

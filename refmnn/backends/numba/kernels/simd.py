@@ -16,6 +16,11 @@ gives Numba one:
   a plain ``w[i]`` with a signed index carries Numba's negative-index fix-up, whose extra
   registers made LLVM spill a 4 x 24 tile's accumulators to the stack in a packed-weights
   product, 1.7-2x slower); :func:`vlane` -- one lane as a float32;
+* :func:`veven`, :func:`vodd` -- the even or the odd lanes of the sixteen of two vectors (a
+  stride-2 load as two unit-stride ones and a de-interleave), each within the 128-bit halves
+  (one ``vshufps``), so in the lane order ``0, 1, 4, 5, 2, 3, 6, 7``; :func:`vorder` puts a
+  result computed lane-wise from such vectors back in order (one ``vpermpd``, which on Zen 3
+  costs several times a ``vshufps``: once per result instead of once per de-interleave);
 * :func:`vadd` -- ``a + b`` lane-wise; :func:`vrelu`, :func:`vclamp` -- the Relu and Clip
   activations lane-wise, as the scalar ``fused.activate`` computes them (NaN passes through);
 * :func:`vfma` -- ``a * b + c`` lane-wise, LLVM's ``llvm.fma.v8f32`` (one ``vfmadd231ps`` on
@@ -145,6 +150,37 @@ def vlane(typingctx: Any, value: Any, lane: Any) -> Any:
     return types.float32(f32x8, lane), codegen
 
 
+def _shuffle(mask: list[int]) -> Any:
+    """Codegen of a shuffle of two vectors (16 lanes, the first's first) by ``mask``."""
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        indices = ir.Constant(ir.VectorType(ir.IntType(32), LANES), mask)
+        return builder.shuffle_vector(args[0], args[-1], indices)
+
+    return codegen
+
+
+@intrinsic
+def veven(typingctx: Any, a: Any, b: Any) -> Any:
+    """The even lanes of ``a`` then ``b`` (with ``a, b`` the sixteen consecutive elements from
+    ``i``: the elements ``i + 2j``), in the lane order ``j = 0, 1, 4, 5, 2, 3, 6, 7``."""
+    return f32x8(f32x8, f32x8), _shuffle([0, 2, 8, 10, 4, 6, 12, 14])
+
+
+@intrinsic
+def vodd(typingctx: Any, a: Any, b: Any) -> Any:
+    """The odd lanes of ``a`` then ``b`` (the elements ``i + 2j + 1``), in :func:`veven`'s
+    lane order."""
+    return f32x8(f32x8, f32x8), _shuffle([1, 3, 9, 11, 5, 7, 13, 15])
+
+
+@intrinsic
+def vorder(typingctx: Any, a: Any) -> Any:
+    """``a``'s lanes ``0, 1, 4, 5, 2, 3, 6, 7``: :func:`veven`'s lane order put right (the
+    order is its own inverse)."""
+    return f32x8(f32x8), _shuffle([0, 1, 4, 5, 2, 3, 6, 7])
+
+
 @intrinsic
 def vfma(typingctx: Any, a: Any, b: Any, c: Any) -> Any:
     """``a * b + c`` lane-wise, rounded once (``llvm.fma.v8f32``)."""
@@ -192,5 +228,5 @@ def vclamp(typingctx: Any, a: Any, lo: Any, hi: Any) -> Any:
     return f32x8(f32x8, f32x8, f32x8), codegen
 
 
-__all__ = ["LANES", "f32x8", "native", "vadd", "vbroadcast", "vclamp", "vfma", "vlane", "vload",
-           "vrelu", "vsplat", "vstore"]
+__all__ = ["LANES", "f32x8", "native", "vadd", "vbroadcast", "vclamp", "veven", "vfma", "vlane",
+           "vload", "vodd", "vorder", "vrelu", "vsplat", "vstore"]
