@@ -98,10 +98,12 @@ epilogue pass.
     depthwise3x3_same), one process, the plans with and without the scheme interleaved, 30
     runs on a loaded machine: those layers 846 -> 563 us at 2 threads (the model 10.67 -> 10.39
     ms), 1079 -> 759 us at 1 thread (14.75 -> 14.45 ms); outputs within 3.2e-8. On the way
-    (8 @ 112, 1 thread): a de-interleave with the lane-crossing ``vpermpd`` per tap (LLVM's
-    lowering of an in-order even/odd shuffle; Zen 3 runs it at a fraction of ``vshufps``'s
-    rate) took 34.4 us, one per vector 31.0; a scalar loop over the whole row that skipped the
-    vectors' outputs took 39.5; one chain of nine FMAs instead of one per input row ran the same.
+    (8 @ 112, 1 thread): a de-interleave with a lane-crossing ``vpermpd`` per tap (LLVM's
+    lowering of an in-order even/odd shuffle) took 34.4 us, one per vector 31.0; a scalar loop
+    over the whole row that skipped the vectors' outputs took 39.5; one chain of nine FMAs
+    instead of one per input row ran the same; the first eight outputs of a row with left
+    padding from a small zero-padded copy of its first columns, instead of output 0 tap by
+    tap, gained nothing (26.4 -> 28.1 us, the two alternating in one process).
 """
 
 from __future__ import annotations
