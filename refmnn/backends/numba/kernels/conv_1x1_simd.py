@@ -84,8 +84,8 @@ from refmnn.backends.base import NodeSpec, Storage
 from refmnn.backends.numba.kernels._common import JIT, PJIT
 from refmnn.backends.numba.kernels.conv_base import GEMM_CALL, gemm_macs, is_1x1
 from refmnn.backends.numba.kernels.fused import CLIP, NONE, RELU, epilogue_rows
-from refmnn.backends.numba.kernels.gemm_simd import (PIXELS, ROWS, activate8, pack_rows, tile4x8,
-                                                    tile4x16, tile4x24)
+from refmnn.backends.numba.kernels.gemm_simd import (PIXELS, ROWS, activate8, pack_rows,
+                                                    packed_tile)
 from refmnn.backends.numba.kernels.simd import native, vadd, vload, vstore
 
 FEW_CHANNELS = 32  # input channels up to which the scheme is priced below gemm_1x1
@@ -161,12 +161,7 @@ def _tile(wp, k, r, xs, xo, width, n, y, yf, p, m, j0, spare, bias, z, zf, has_b
     wo = r * k * ROWS
     tb = finish and has_b
     ta = act if finish and not has_z else NONE
-    if width == PIXELS:
-        tile4x24(wp, wo, 1, ROWS, xs, xo, width, out, oo, op, 0, k, bias, i, tb, ta, lo, hi)
-    elif width == 16:
-        tile4x16(wp, wo, 1, ROWS, xs, xo, width, out, oo, op, 0, k, bias, i, tb, ta, lo, hi)
-    else:
-        tile4x8(wp, wo, 1, ROWS, xs, xo, width, out, oo, op, 0, k, bias, i, tb, ta, lo, hi)
+    packed_tile(wp, wo, xs, xo, width, out, oo, op, width, k, bias, i, tb, ta, lo, hi)
     if inside:
         if finish and has_z:
             _residual(yf, oo, p, width, zf, act, lo, hi)

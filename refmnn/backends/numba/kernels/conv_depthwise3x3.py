@@ -387,16 +387,16 @@ def _one_s2(xf, h, wd, r0, c0, k, b):
     return acc
 
 
-def _depthwise3x3_s2_simd(x, w, bias, out, pt, pl, mult, act, alpha, lo, hi, parts):
+def _depthwise3x3_s2_simd(x, w, bias, out, pt, pl, first, last, mult, act, alpha, lo, hi,
+                          parts):
     """3x3 depthwise at stride 2 straight from the NCHW planes into the output, eight outputs
     of a row at a time (see :func:`_row_s2`), bias and activation in registers (Relu, Clip;
     another activation in a pass over each row); the outputs whose taps reach past the row's
-    ends (:func:`s2_vector_span`) one by one. ``parts`` workers (``prange``), each over a
-    contiguous run of the (n, oc) planes."""
+    ends one by one (``first``, ``last``: :func:`s2_vector_span`). ``parts`` workers
+    (``prange``), each over a contiguous run of the (n, oc) planes."""
     n_img, c_in, h, wd = x.shape
     oc_n = w.shape[0]
     oh_n, ow_n = out.shape[2], out.shape[3]
-    first, last = (pl + 1) // 2, (wd - 17 + pl) // 2  # as s2_vector_span
     vact = act if act == RELU or act == CLIP else NONE  # the one in registers
     jobs = n_img * oc_n
     for part in prange(parts):
@@ -569,8 +569,9 @@ class Depthwise3x3S2SimdConv(Depthwise3x3Conv):
         """The loops' arguments (see :func:`_depthwise3x3_s2_simd`)."""
         _, _, _, _, _, _, pt, pl, _, _, g = self.params
         ep = self.epilogue
-        return (inputs[0], inputs[1], self.bias(inputs), out, pt, pl, inputs[1].shape[0] // g,
-                self.act, ep.alpha, ep.lo, ep.hi, self.parts)
+        first, last = s2_vector_span(int(inputs[0].shape[3]), pl)
+        return (inputs[0], inputs[1], self.bias(inputs), out, pt, pl, first, last,
+                inputs[1].shape[0] // g, self.act, ep.alpha, ep.lo, ep.hi, self.parts)
 
     loops = (conv_depthwise3x3_s2_simd, conv_depthwise3x3_s2_simd_serial)
 

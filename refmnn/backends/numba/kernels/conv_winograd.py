@@ -102,6 +102,8 @@ stand.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit, prange
 
@@ -360,7 +362,7 @@ class WinogradConv(ConvBase):
         # the *_simd variants keep U four rows at a time ([a*a, OC/4, C, 4], zero rows past
         # OC) and M with OC rounded up to 4 rows (the output transform reads the first OC)
         shape = (a2, -(-oc // ROWS), c, ROWS) if self.simd else (a2, oc, c)
-        size = int(np.prod(shape))
+        size = math.prod(shape)
         buf = self.backend.allocate(size * 4, Storage.STATIC)
         self.u = buf.handle[:size * 4].view(np.float32).reshape(shape)
         if self.simd:

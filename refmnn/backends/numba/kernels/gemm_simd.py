@@ -16,6 +16,7 @@ a packed-weights product, which ran 1.7-2x slower.
 * :func:`tile4x24` -- twelve accumulators, 12 FMAs for 7 loads per step: the main tile.
 * :func:`tile4x16`, :func:`tile4x8` -- the columns left after the 24-wide tiles (eight and
   four accumulators; a lone 1 x 8 chain is bound by the FMA's latency: ~4 cycles a step).
+* :func:`packed_tile` -- one of the three, by width, on weights packed four rows at a time.
 
 :func:`packed_batched_product` runs ``y[b] = w[b] @ x[b]`` over a batch whose columns are a
 multiple of 8 -- the Winograd schemes' ``a*a`` products ``M_i = U_i @ V_i``, whose tile counts
@@ -47,8 +48,8 @@ from numba import njit, prange
 
 from refmnn.backends.numba.kernels._common import JIT, PJIT
 from refmnn.backends.numba.kernels.fused import CLIP, NONE, RELU
-from refmnn.backends.numba.kernels.simd import (LANES, vbroadcast, vclamp, vfma, vload, vrelu,
-                                                vsplat, vstore)
+from refmnn.backends.numba.kernels.simd import (vbroadcast, vclamp, vfma, vload, vrelu, vsplat,
+                                                vstore)
 
 ROWS = 4  # rows per micro-tile
 PIXELS = 24  # columns of the main micro-tile: three vectors of 8
@@ -169,6 +170,19 @@ def tile4x8(w, wo, wr, wc, x, xo, xp, y, yo, yp, j, k, b, bo, has_b, act, lo, hi
     vstore(y, o + 3 * yp, activate8(a3, act, lo, hi))
 
 
+@njit(inline="always", **JIT)
+def packed_tile(w, wo, x, xo, xp, y, yo, yp, width, k, b, bo, has_b, act, lo, hi):
+    """The four rows of weights packed from ``wo`` (``[K][4]``, :func:`pack_rows`) times
+    ``width`` (24, 16 or 8) columns of x from ``xo``: :func:`tile4x24`, :func:`tile4x16` or
+    :func:`tile4x8`, the bias and activation as they take them."""
+    if width == PIXELS:
+        tile4x24(w, wo, 1, ROWS, x, xo, xp, y, yo, yp, 0, k, b, bo, has_b, act, lo, hi)
+    elif width == 16:
+        tile4x16(w, wo, 1, ROWS, x, xo, xp, y, yo, yp, 0, k, b, bo, has_b, act, lo, hi)
+    else:
+        tile4x8(w, wo, 1, ROWS, x, xo, xp, y, yo, yp, 0, k, b, bo, has_b, act, lo, hi)
+
+
 @njit(**PJIT)
 def packed_batched_product(wp, x, y):
     """``y[b] = w[b] @ x[b]`` for every ``b``, the weights packed four rows at a time: ``wp [B,
@@ -192,16 +206,13 @@ def packed_batched_product(wp, x, y):
         for r in range(g * per, min(blocks, (g + 1) * per)):
             wo, o = (b * blocks + r) * k * ROWS, yo + r * ROWS * n
             j = j0
-            while j + PIXELS <= j1:
-                tile4x24(wf, wo, 1, ROWS, xf, xo, n, yf, o, n, j, k, _NO_BIAS, 0, False, NONE,
-                         _ZERO, _ZERO)
+            while j + PIXELS <= j1:  # 24-wide tiles (a constant width: no branch per tile)
+                packed_tile(wf, wo, xf, xo + j, n, yf, o + j, n, PIXELS, k, _NO_BIAS, 0, False,
+                            NONE, _ZERO, _ZERO)
                 j += PIXELS
-            if j + 16 <= j1:
-                tile4x16(wf, wo, 1, ROWS, xf, xo, n, yf, o, n, j, k, _NO_BIAS, 0, False, NONE,
-                         _ZERO, _ZERO)
-            elif j + LANES <= j1:
-                tile4x8(wf, wo, 1, ROWS, xf, xo, n, yf, o, n, j, k, _NO_BIAS, 0, False, NONE,
-                        _ZERO, _ZERO)
+            if j < j1:  # then one 8 or 16 wide
+                packed_tile(wf, wo, xf, xo + j, n, yf, o + j, n, j1 - j, k, _NO_BIAS, 0, False,
+                            NONE, _ZERO, _ZERO)
 
 
 def pack_rows(w: np.ndarray, out: np.ndarray) -> None:
@@ -214,4 +225,4 @@ def pack_rows(w: np.ndarray, out: np.ndarray) -> None:
 
 
 __all__ = ["BLOCK", "GROUP", "PIXELS", "ROWS", "fma3", "pack_rows", "packed_batched_product",
-           "store3", "tile4x16", "tile4x24", "tile4x8"]
+           "packed_tile", "store3", "tile4x16", "tile4x24", "tile4x8"]
