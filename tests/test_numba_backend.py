@@ -89,8 +89,11 @@ CONV_CASES = [
     # 8-wide one) with one channel block; weights of 173 KB, run in the "by rows" order, 141
     # output channels (36 blocks shared out over the workers, the last one of one channel) over
     # 35 pixels (24, then 11 of a 16-wide strip), and over 169 pixels (eight strips, more than
-    # the six a pass over the packed plane takes: two passes)
+    # the six a pass over the packed plane takes: two passes); 1900 pixels (79 strips of 24,
+    # then 4 pixels of an 8-wide one: tasks of several strips, packed together, the last
+    # task's run ending in the narrow strip)
     ((2, 5, 9, 11), (19, 5, 1, 1), {}, ("gemm_1x1", *SIMD_1X1)),
+    ((1, 6, 50, 38), (10, 6, 1, 1), {}, ("gemm_1x1", *SIMD_1X1)),
     ((1, 8, 20, 20), (40, 8, 1, 1), {}, ("gemm_1x1", *SIMD_1X1)),
     ((1, 70, 7, 7), (4, 70, 1, 1), {}, ("gemm_1x1", *SIMD_1X1)),
     ((2, 314, 5, 7), (141, 314, 1, 1), {}, ("gemm_1x1", *SIMD_1X1)),

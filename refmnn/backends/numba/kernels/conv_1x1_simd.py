@@ -16,12 +16,26 @@ strip), stored straight into y -- or through a small buffer where the tile overh
 or the channels. Two orders of the loops, by the size of the weights:
 
 * **by strips** (weights up to ``ROWS_ORDER_BYTES``): a task takes a run of up to 8 strips;
-  it packs as many of them as fit in half of L1 into its own buffer and runs each of its
-  channel blocks against them, left to right, then the next ones (the weights stay in L2; each
-  output row is written in stretches of up to 192 pixels: tile by tile down the channels
-  instead, the rows of a 112 x 112 plane, 50176 bytes apart, fell into the same few L1 sets
-  and that layer ran 3x slower). Tasks are (run of strips, group of channel blocks), enough of
-  them to share out over the threads.
+  it packs as many of them as fit in ``SUB_BYTES`` (a quarter of L2) into its own buffer and
+  runs each of its channel blocks against them, left to right, then the next ones (the weights
+  stay in L2; each output row is written in stretches of up to 192 pixels: tile by tile down
+  the channels instead, the rows of a 112 x 112 plane, 50176 bytes apart, fell into the same
+  few L1 sets and that layer ran 3x slower). Tasks are (run of strips, group of channel
+  blocks), enough of them to share out over the threads.
+
+  The strips are packed input channel by input channel (:func:`pack_strips`), so each
+  channel's row is read in one stretch of up to 192 pixels. Before, the buffer held what fit
+  in half of L1 -- one strip at 144 channels -- and each strip was packed on its own: a
+  96-byte piece of every channel's row, 12 KB apart, as many streams as channels, which the
+  hardware prefetchers do not follow. Old and new kernels alternating in one process, 2
+  threads, bias, median us, the inputs cycling over 8 planes (so they come from L3, as a
+  layer's input does when it does not fit in L2): 144 -> 24 @ 56x56 534-595 -> 320-364, 96 ->
+  24 @ 56x56 283-382 -> 157-242, 32 -> 16 @ 112x112 432-468 -> 287-311, 24 -> 144 @ 56x56 0.86-
+  0.89x, 16 -> 96 @ 112x112 the same within 6%; one plane (hot): 144 -> 24 @ 56x56 224 -> 207,
+  96 -> 24 @ 56x56 156 -> 144. Whole models, sessions with each kernel alternating in one
+  process, median ms, outputs bit-equal: MobileNetV2 7.46 -> 7.39, 10.34 -> 10.28 and 9.51 ->
+  9.23 at 2 threads, 13.75 -> 13.26 at 1; SqueezeNet 1.1 8.89 -> 8.77; MobileNet-v1 19.59 ->
+  19.68 (noise).
 * **by rows** (larger weights): the plane is packed whole first, then each worker takes an
   even share of the channel blocks and runs them against the packed plane, ``PLANE_BYTES`` of
   it (a pass: as many strips as fit in L2) at a time: a block's weights stay in L1 through a
@@ -94,7 +108,7 @@ ROWS_ORDER_BYTES = 160 * 1024  # weights above this size are run in the "by rows
 TASKS_PER_PART = 8  # tasks per worker at least, where the channels allow (load balance)
 SPARE = ROWS * PIXELS  # a worker's buffer for one overhanging tile
 RUN = 8  # strips per task at most, by strips
-SUB_BYTES = 16 * 1024  # packed strips at a time at most: half of L1
+SUB_BYTES = 128 * 1024  # packed strips at a time at most: a quarter of L2
 PLANE_BYTES = 192 * 1024  # by rows: packed strips a pass of the blocks reads at most (L2)
 
 
@@ -132,6 +146,23 @@ def pack_strip(x, p, k, j0, n, width, buf):
                 buf[dst + t] = x[src + t]
             for t in range(n, width):
                 buf[dst + t] = 0.0
+
+
+@njit(inline="always", **JIT)
+def pack_strips(x, p, k, a, b, full, tail, buf):
+    """Strips ``a .. b - 1`` of the plane ``x [k, p]`` (flat) packed one after another into
+    ``buf`` (strip ``s`` at ``(s - a) * k * PIXELS``, laid out as by :func:`pack_strip`). The
+    full strips go input channel by input channel, each channel's row read in one contiguous
+    stretch; a last, narrower strip by :func:`pack_strip`."""
+    last = min(b, full)  # strips a .. last - 1 are full
+    for c in range(k):
+        for s in range(a, last):
+            src, dst = c * p + s * PIXELS, (s - a) * k * PIXELS + c * PIXELS
+            for v in range(0, PIXELS, 8):
+                vstore(buf, dst + v, vload(x, src + v))
+    if b > full:
+        width, n = _strip(full, full, tail, p)
+        pack_strip(x, p, k, full * PIXELS, n, width, buf[(full - a) * k * PIXELS:])
 
 
 @njit(inline="always", **JIT)
@@ -223,9 +254,7 @@ def gemm_1x1_simd(wp, m, x, y, bias, z, has_b, has_z, b_cols, act, alpha, lo, hi
             r0, r1 = g * blocks // groups, (g + 1) * blocks // groups
             for a in range(first, last, sub):  # sub strips at a time, packed one after another
                 b = min(last, a + sub)
-                for s in range(a, b):
-                    width, n = _strip(s, full, tail, p)
-                    pack_strip(xf, p, k, s * PIXELS, n, width, buf[(s - a) * k * PIXELS:])
+                pack_strips(xf, p, k, a, b, full, tail, buf)
                 for r in range(r0, r1):
                     for s in range(a, b):  # a block's rows written left to right
                         width, n = _strip(s, full, tail, p)
@@ -244,7 +273,7 @@ def plan(oc: int, c: int, p: int, parts: int) -> tuple[bool, int, int, int, int,
     when the weights exceed ``ROWS_ORDER_BYTES``, in passes of as many strips as fit in
     ``PLANE_BYTES`` (``groups`` and ``sub`` unused: 1). By strips, a task takes a run of up to
     ``RUN`` strips (fewer when the plane has too few for ``TASKS_PER_PART`` tasks per worker),
-    packed ``sub`` at a time, as many as fit in ``SUB_BYTES`` (L1): each channel block's rows
+    packed ``sub`` at a time, as many as fit in ``SUB_BYTES`` (L2): each channel block's rows
     are written in stretches of ``sub`` strips, and the epilogue of a task works on stretches
     of the run; the channel blocks' groups are halved until there are enough tasks or a group
     is down to two blocks."""
