@@ -288,11 +288,12 @@ class ModelBench:
         expected = len(self.jobs) * (opts.warmup + opts.repeat)
         self.grow_total(sum(max(j.warmup, 1) + j.repeat for j in running) - expected)
 
-    def _time_once(self, job: Job) -> list[float]:
-        """One run on ``job``'s worker; a failure marks the job failed and re-raises."""
-        timeout = max(120.0, 50 * job.load["first_infer_ms"] / 1e3)
+    def _time_once(self, job: Job, count: int = 1) -> list[float]:
+        """``count`` runs back to back on ``job``'s worker, each timed (ms); a failure marks the
+        job failed and re-raises."""
+        timeout = count * max(120.0, 50 * job.load["first_infer_ms"] / 1e3)
         try:
-            return job.worker.request(("time", 1), timeout=timeout)  # type: ignore[union-attr]
+            return job.worker.request(("time", count), timeout=timeout)  # type: ignore[union-attr]
         except WorkerError as exc:
             job.status, job.error = "failed", f"during timing: {exc}"
             job.worker.kill()  # type: ignore[union-attr]
@@ -308,12 +309,12 @@ class ModelBench:
                 # Let the previous engine's worker threads stop spinning before timing this
                 # one, so engines do not steal cores from each other (2 threads on 2 cores).
                 time.sleep(SETTLE_SECONDS)
-                for _ in range(job.schedule.count(index)):
-                    try:
-                        (ms,) = self._time_once(job)
-                    except WorkerError:
-                        self.grow_total(-(job.pending_warmup + job.repeat - done[id(job)]))
-                        break
+                try:
+                    block = self._time_once(job, job.schedule.count(index))
+                except WorkerError:
+                    self.grow_total(-(job.pending_warmup + job.repeat - done[id(job)]))
+                    continue
+                for ms in block:
                     if done[id(job)] >= job.pending_warmup:
                         job.times.append(ms)
                     done[id(job)] += 1
