@@ -70,6 +70,13 @@ epilogue pass.
     End to end, 2 threads, medians of 40 interleaved runs in one process against a session
     built without the scheme, two rounds: MobileNet-v2 9.01 -> 7.95 and 9.89 -> 8.97 ms (16
     layers on it), MobileNet-v1 10.78 -> 10.01 and 10.49 -> 9.76 ms (12); outputs within 3e-8.
+    Tried and dropped: the taps as explicit eight-lane vectors (:mod:`.simd`; the side columns'
+    sums selected by float32 masks, the last vector shifted back to end at the plane's last
+    output, Relu/Clip in registers), for the small planes whose rows run in LLVM's scalar
+    remainder. Kernels alone, 2 threads, bias + Clip, median us alternating, before -> after:
+    960 @ 7 91.5 -> 89.5, 384 @ 14 55.8 -> 57.4, 576 @ 14 80 -> 85, 192 @ 28 63 -> 75, 144 @
+    56 166 -> 204, 576 @ 14 s2 108 -> 125: LLVM's own vector loop (16 lanes, byte masks) wins,
+    and at 7 x 7 the taps are not where the time goes.
 ``depthwise3x3_s2_simd`` -- depthwise, 3x3, dilation 1, stride 2, on a CPU with AVX2 and FMA
     (:mod:`.simd`), rows of at least 17 columns. Straight from the NCHW plane into the output,
     no copy: eight outputs of a row at a time, each of the three input rows as two pairs of
