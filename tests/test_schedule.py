@@ -123,6 +123,38 @@ def test_reference_computes_into_the_planned_view_and_still_checks_the_plan(op, 
     assert (wrong == 7).all()
 
 
+@pytest.mark.parametrize("op, opset, shapes, attrs", [
+    ("Conv", 11, [(2, 4, 7, 6), (6, 2, 3, 3), (6,)], {"group": 2, "pads": [1, 0, 1, 2]}),
+    ("Conv", 11, [(1, 5, 4, 4), (3, 5, 1, 1)], {}),  # 1x1: the columns are the input itself
+    ("Conv", 11, [(3, 1, 5, 5), (3, 1, 3, 3)], {"group": 1, "strides": [2, 2]}),
+    ("Conv", 11, [(0, 2, 5, 5), (3, 2, 3, 3), (3,)], {}),  # an empty batch
+    ("Clip", 13, [(3, 4), (), ()], {}),
+    ("Clip", 6, [(3, 4)], {"min": -0.5, "max": 0.5}),
+    ("Softmax", 13, [(2, 3, 5)], {"axis": 1}),
+    ("LayerNormalization", 17, [(2, 3, 5), (5,), (5,)], {"axis": -1}),
+])
+def test_reference_ops_that_compute_into_out_return_it(op, opset, shapes, attrs):
+    """Conv, Clip, Softmax and LayerNormalization write their (first) result straight into a
+    fitting ``out`` -- the planned arena view, so the reference backend copies nothing -- and
+    compute the same values as without it; an ``out`` that does not fit is left alone."""
+    opdef = default_registry().resolve("", op, opset)
+    assert opdef.writes_out
+    rng = np.random.default_rng(1)
+    xs = [np.asarray(rng.uniform(-1, 1, s).astype(np.float32)) for s in shapes]
+    if op == "Clip" and opset == 13:
+        xs[1], xs[2] = np.float32(-0.25).reshape(()), np.float32(0.5).reshape(())
+    bound = opdef.bind_attrs(attrs)
+    plain = opdef.reference(*xs, **bound)
+    plain = plain[0] if isinstance(plain, tuple) else plain
+    out = np.full(plain.shape, np.nan, np.float32)
+    got = opdef.reference(*xs, **bound, out=out)
+    assert (got[0] if isinstance(got, tuple) else got) is out
+    np.testing.assert_array_equal(out, plain)
+    wrong = np.full((1, *plain.shape), 7, np.float32)
+    got = opdef.reference(*xs, **bound, out=wrong)
+    assert (got[0] if isinstance(got, tuple) else got) is not wrong and (wrong == 7).all()
+
+
 def test_into_accepts_only_an_exact_shape_and_dtype():
     buffer = np.zeros((2, 3), np.float32)
     assert into(buffer, (2, 3), np.float32) is buffer

@@ -17,7 +17,7 @@ import numpy as np
 
 from refmnn.dtypes import is_narrow
 from refmnn.ops._infer import same_as
-from refmnn.ops._schema import Attr, op
+from refmnn.ops._schema import Attr, into, op
 from refmnn.ops.elementwise import _erf, with_consumed_inputs
 
 
@@ -237,9 +237,9 @@ def swiglu(A: np.ndarray, B: np.ndarray, *, alpha: float) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 
 
-def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
+def _softmax(x: np.ndarray, axis: int, out: np.ndarray | None = None) -> np.ndarray:
     # initial=-inf: a zero-size axis gives an empty result instead of an error
-    e = np.subtract(x, x.max(axis=axis, keepdims=True, initial=-np.inf))
+    e = np.subtract(x, x.max(axis=axis, keepdims=True, initial=-np.inf), out=out)
     np.exp(e, out=e)
     e /= e.sum(axis=axis, keepdims=True)
     return e
@@ -288,11 +288,17 @@ _AXIS_1 = Attr("axis", "int", 1, "the input is coerced to 2-D [prod(dims before 
 
 @op("Softmax", since=13, inputs=("input",), outputs=("output",), infer=same_as(0),
     attrs=(_AXIS_13,))
-def softmax(input: np.ndarray, *, axis: int) -> np.ndarray:
+def softmax(input: np.ndarray, *, axis: int, out: np.ndarray | None = None) -> np.ndarray:
     """output = exp(x - max) / sum(exp(x - max)) along ``axis`` (default -1); float.
 
     The max is subtracted first, so large inputs do not overflow; a row holding +inf gives NaN.
+    float32/float64 compute into ``out`` (the planned output) when it fits.
     """
+    target = into(out, input.shape, input.dtype) if input.dtype.kind == "f" else None
+    if target is not None and input.ndim and input.dtype.itemsize >= 4:
+        if not -input.ndim <= axis < input.ndim:
+            raise ValueError(f"axis {axis} out of range for rank {input.ndim}")
+        return _softmax(input, axis, target)
     return _along_axis(_softmax, input, axis)
 
 

@@ -51,7 +51,7 @@ from refmnn.dtypes import DType
 from refmnn.graph import Dim, TensorType
 from refmnn.ops import _window as win
 from refmnn.ops._infer import dtype_of, shape_of
-from refmnn.ops._schema import Attr, InferContext, op
+from refmnn.ops._schema import Attr, InferContext, into, op
 
 # -- shared attribute schema ------------------------------------------------------------------
 
@@ -77,10 +77,12 @@ def _spatial_ones(rank: int) -> tuple[int, ...]:
 
 # -- the core: cross-correlation of a batch with grouped weights -------------------------------
 
-def correlate(x: np.ndarray, w: np.ndarray, group: int, geom: win.Geometry) -> np.ndarray:
+def correlate(x: np.ndarray, w: np.ndarray, group: int, geom: win.Geometry,
+              out: np.ndarray | None = None) -> np.ndarray:
     """Grouped N-D cross-correlation, zero padding, no bias: im2col + GEMM (module docstring).
 
-    x: (N, C, *in); w: (M, C / group, *kernel), same dtype; returns (N, M, *geom.out).
+    x: (N, C, *in); w: (M, C / group, *kernel), same dtype; returns (N, M, *geom.out), computed
+    into ``out`` when it is a C-contiguous array of that shape and x's dtype (then returned).
     """
     n, c = x.shape[:2]
     m, cg = w.shape[:2]
@@ -93,8 +95,13 @@ def correlate(x: np.ndarray, w: np.ndarray, group: int, geom: win.Geometry) -> n
     kernel_first = (0, 1, *range(2 + rank, 2 + 2 * rank), *range(2, 2 + rank))
     cols = np.ascontiguousarray(view.transpose(kernel_first))  # (N, C, *kernel, *out): im2col
     cols = cols.reshape(n, group, cg * k, win.prod(geom.out))
-    y = np.matmul(w.reshape(group, m // group, cg * k), cols)  # (N, G, M/G, P): one GEMM each
-    return y.reshape(n, m, *geom.out)
+    target = into(out, (n, m, *geom.out), x.dtype)
+    if target is None or not target.flags.c_contiguous:
+        y = np.matmul(w.reshape(group, m // group, cg * k), cols)  # (N, G, M/G, P): a GEMM each
+        return y.reshape(n, m, *geom.out)
+    np.matmul(w.reshape(group, m // group, cg * k), cols,
+              out=target.reshape(n, group, m // group, win.prod(geom.out)))  # a view of it
+    return target
 
 
 def _kernel_of(w: np.ndarray, kernel_shape: Sequence[int] | None) -> tuple[int, ...]:
@@ -106,11 +113,13 @@ def _kernel_of(w: np.ndarray, kernel_shape: Sequence[int] | None) -> tuple[int, 
 
 def _conv_float(X: np.ndarray, W: np.ndarray, B: np.ndarray | None = None, *, auto_pad: str,
                 dilations: Sequence[int] | None, group: int, kernel_shape: Sequence[int] | None,
-                pads: Sequence[int] | None, strides: Sequence[int] | None) -> np.ndarray:
+                pads: Sequence[int] | None, strides: Sequence[int] | None,
+                out: np.ndarray | None = None) -> np.ndarray:
     geom = win.geometry(X.shape[2:], _kernel_of(W, kernel_shape), strides, dilations, pads,
                         auto_pad)
     dtype = _float_compute(X.dtype)
-    y = correlate(X.astype(dtype, copy=False), W.astype(dtype, copy=False), group, geom)
+    y = correlate(X.astype(dtype, copy=False), W.astype(dtype, copy=False), group, geom,
+                  out if dtype == X.dtype else None)
     if B is not None:
         y += B.astype(dtype).reshape(-1, *_spatial_ones(len(geom.kernel)))
     return y.astype(X.dtype, copy=False)
@@ -157,7 +166,8 @@ def _conv_rule(ctx: InferContext, x: TensorType | None, w: TensorType | None, *r
 @op("Conv", since=1, inputs=("X", "W", "B?"), outputs=("Y",), attrs=CONV_ATTRS, infer=_conv_rule)
 def conv(X: np.ndarray, W: np.ndarray, B: np.ndarray | None = None, *, auto_pad: str,
          dilations: Sequence[int] | None, group: int, kernel_shape: Sequence[int] | None,
-         pads: Sequence[int] | None, strides: Sequence[int] | None) -> np.ndarray:
+         pads: Sequence[int] | None, strides: Sequence[int] | None,
+         out: np.ndarray | None = None) -> np.ndarray:
     """N-D grouped cross-correlation (the "convolution" of deep learning).
 
     ``Y[n, m, o] = B[m] + sum_{c, t} W[m, c, t] * Xp[n, g(m) * C/group + c, o * s + t * d]``,
@@ -169,9 +179,10 @@ def conv(X: np.ndarray, W: np.ndarray, B: np.ndarray | None = None, *, auto_pad:
     ``o_i = floor((D_i + pads - ((k_i - 1) * d_i + 1)) / s_i) + 1`` (SAME_*: ceil(D_i / s_i)).
     dtype: float16, float32, float64, bfloat16 (since 22); float16/bfloat16 compute in float32.
     Versions 1, 11 and 22 differ only in documentation and dtypes. Empty batches give empty Y.
+    float32/float64 Y is computed into ``out`` (the planned buffer) when it fits.
     """
     return _conv_float(X, W, B, auto_pad=auto_pad, dilations=dilations, group=group,
-                       kernel_shape=kernel_shape, pads=pads, strides=strides)
+                       kernel_shape=kernel_shape, pads=pads, strides=strides, out=out)
 
 
 # -- ConvInteger / QLinearConv -------------------------------------------------------------------

@@ -615,8 +615,9 @@ def where(condition: np.ndarray, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
     return np.where(condition, X, Y)
 
 
-def _clip(X: np.ndarray, lo: Any, hi: Any) -> np.ndarray:
-    """min(max(X, lo), hi): when lo > hi every element becomes hi. NaN in X stays NaN."""
+def _clip(X: np.ndarray, lo: Any, hi: Any, out: np.ndarray | None = None) -> np.ndarray:
+    """min(max(X, lo), hi): when lo > hi every element becomes hi. NaN in X stays NaN. The
+    result goes into ``out`` when it is an array of X's shape and dtype."""
     if lo is None and hi is None:
         return X.copy()
     if is_narrow(X.dtype):
@@ -624,7 +625,8 @@ def _clip(X: np.ndarray, lo: Any, hi: Any) -> np.ndarray:
     # np.clip is min(max(X, lo), hi) in one pass, NaN-propagating, and gives hi where lo > hi.
     # The bounds go in as 0-d arrays of X's dtype: NumPy scalars take a path ~10x slower.
     lo, hi = (None if b is None else np.asarray(b, dtype=X.dtype) for b in (lo, hi))
-    return np.asarray(np.clip(X, lo, hi))  # asarray: a 0-d X gives a scalar
+    target = into(out, X.shape, X.dtype) if X.ndim else None
+    return np.asarray(np.clip(X, lo, hi, out=target))  # asarray: a 0-d X gives a scalar
 
 
 def _attr_bound(value: float | None, dtype: np.dtype, default: float) -> Any:
@@ -637,13 +639,13 @@ def _attr_bound(value: float | None, dtype: np.dtype, default: float) -> Any:
 
 @op("Clip", since=11, inputs=("input", "min?", "max?"), outputs=("output",), infer=same_as(0))
 def clip(input: np.ndarray, min: np.ndarray | None = None,
-         max: np.ndarray | None = None) -> np.ndarray:
+         max: np.ndarray | None = None, *, out: np.ndarray | None = None) -> np.ndarray:
     """output = Min(max, Max(input, min)), elementwise; min and max are optional 0-d tensors of
     input's type (absent: no bound). When min > max every element becomes max. NaN stays
     NaN. Floats from 11; every integer type from 12; bfloat16 from 13."""
     lo = None if min is None else min.reshape(()).astype(input.dtype, copy=False)
     hi = None if max is None else max.reshape(()).astype(input.dtype, copy=False)
-    return _clip(input, lo, hi)
+    return _clip(input, lo, hi, out)
 
 
 _FLT_MAX = 3.4028234663852886e38
@@ -652,11 +654,12 @@ _FLT_MAX = 3.4028234663852886e38
 @op("Clip", since=6, inputs=("input",), outputs=("output",), infer=same_as(0),
     attrs=(Attr("max", "float", _FLT_MAX, "upper bound"),
            Attr("min", "float", -_FLT_MAX, "lower bound")))
-def clip_6(input: np.ndarray, *, max: float, min: float) -> np.ndarray:
+def clip_6(input: np.ndarray, *, max: float, min: float,
+           out: np.ndarray | None = None) -> np.ndarray:
     """output = min(max(input, min), max) with float attributes (defaults: the float32 range,
     i.e. no clipping); when min > max every element becomes max. Float types."""
     return _clip(input, _attr_bound(min, input.dtype, -_FLT_MAX),
-                 _attr_bound(max, input.dtype, _FLT_MAX))
+                 _attr_bound(max, input.dtype, _FLT_MAX), out)
 
 
 @op("Clip", since=1, inputs=("input",), outputs=("output",), infer=same_as(0),

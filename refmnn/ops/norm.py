@@ -17,7 +17,7 @@ from refmnn.dtypes import DType
 from refmnn.graph import TensorType
 from refmnn.ops._infer import dtype_of, normalize_axis, same_as, shape_of
 from refmnn.ops._reduction_util import check_axes, stash_dtype, to_work, work_dtype
-from refmnn.ops._schema import Attr, InferContext, OpContext, op
+from refmnn.ops._schema import Attr, InferContext, OpContext, into, op
 
 _EPS = Attr("epsilon", "float", 1e-5, "added to the variance before the square root")
 _MOMENTUM = Attr("momentum", "float", 0.9,
@@ -252,14 +252,16 @@ def _layer_norm_rule(ctx: InferContext, x: TensorType | None, scale: TensorType 
     attrs=(Attr("axis", "int", -1, "first normalised axis; the rest follow"), _EPS,
            Attr("stash_type", "int", 1, "precision of stage one and dtype of Mean/InvStdDev")))
 def layer_normalization(X: np.ndarray, Scale: np.ndarray, B: np.ndarray | None = None, *,
-                        axis: int, epsilon: float, stash_type: int) -> tuple[np.ndarray, ...]:
+                        axis: int, epsilon: float, stash_type: int,
+                        out: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
     """Y = (X - Mean) * InvStdDev * Scale + B over the axes [axis, ..., rank-1].
 
     Mean = mean(X), InvStdDev = 1 / sqrt(mean((X - Mean)^2) + epsilon), both computed in the
     ``stash_type`` precision (1 = float32; bfloat16 stashes compute in float32 and round) and
     returned in that dtype with shape [d0, ..., d(axis-1), 1, ..., 1]. X: any rank >= 1,
     float; Scale and B (optional) broadcast unidirectionally to X. Y has X's dtype; stage two
-    (scale and shift) computes in X's precision (float32 for float16/bfloat16).
+    (scale and shift) computes in X's precision (float32 for float16/bfloat16), into ``out``
+    (the planned Y) when it fits.
     """
     first = check_axes([axis], X.ndim)[0]
     stash = stash_dtype(stash_type)
@@ -267,7 +269,8 @@ def layer_normalization(X: np.ndarray, Scale: np.ndarray, B: np.ndarray | None =
     normalized, mean, inv_std = _standardize_rows(_rows(x, first), epsilon)
     w = work_dtype(X.dtype)
     y = normalized.reshape(X.shape).astype(w, copy=False)
-    y *= to_work(Scale)
+    target = into(out, X.shape, X.dtype) if w == X.dtype else None
+    y = np.multiply(y, to_work(Scale), out=y if target is None else target)
     if B is not None:
         y += to_work(B)
     stat_shape = _stat_shape(X.shape, first)
