@@ -258,10 +258,14 @@ def _hardmax(x: np.ndarray, axis: int) -> np.ndarray:
     return out
 
 
-def _along_axis(fn: Callable[[np.ndarray, int], np.ndarray], X: np.ndarray,
-                axis: int) -> np.ndarray:
+def _along_axis(fn: Callable[..., np.ndarray], X: np.ndarray, axis: int,
+                out: np.ndarray | None = None) -> np.ndarray:
+    """``fn(X, axis)``; ``fn(X, axis, out)`` for a float32/float64 X of rank >= 1 when ``out``
+    is an array of X's shape and dtype (the planned output: computed there, no copy)."""
     if not -max(X.ndim, 1) <= axis < max(X.ndim, 1):
         raise ValueError(f"axis {axis} out of range for rank {X.ndim}")
+    if X.ndim and X.dtype in (np.float32, np.float64) and into(out, X.shape, X.dtype) is not None:
+        return fn(X, axis, out)
     if X.ndim == 0:
         return _f32(lambda v: fn(v.reshape(1), 0).reshape(()), X)
     return _f32(lambda v: fn(v, axis), X)
@@ -294,12 +298,7 @@ def softmax(input: np.ndarray, *, axis: int, out: np.ndarray | None = None) -> n
     The max is subtracted first, so large inputs do not overflow; a row holding +inf gives NaN.
     float32/float64 compute into ``out`` (the planned output) when it fits.
     """
-    target = into(out, input.shape, input.dtype) if input.dtype.kind == "f" else None
-    if target is not None and input.ndim and input.dtype.itemsize >= 4:
-        if not -input.ndim <= axis < input.ndim:
-            raise ValueError(f"axis {axis} out of range for rank {input.ndim}")
-        return _softmax(input, axis, target)
-    return _along_axis(_softmax, input, axis)
+    return _along_axis(_softmax, input, axis, out)
 
 
 @op("Softmax", since=1, inputs=("input",), outputs=("output",), infer=same_as(0), attrs=(_AXIS_1,))
