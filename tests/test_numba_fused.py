@@ -202,6 +202,40 @@ def test_fused_im2col_s2(act, params, z_shape, pads, x_hw):
     check_node(model, feeds, must_run=("im2col_s2", "im2col_gemm"))
 
 
+@pytest.mark.parametrize("act", ["none", "relu", "clip", "sigmoid"])
+def test_direct_few_simd_stores_rows_alike_into_flat_or_strided_outputs(act):
+    """conv_direct_few_simd stores its output rows with vectors (activation in registers) into
+    a C-contiguous output, and row by row into any other (``flat`` empty): the same values;
+    N = 2, rows of 111 outputs (the last vector of a row overlaps the one before)."""
+    if not SIMD_FEW:
+        pytest.skip("direct3x3_few_simd applies only on CPUs with AVX2 and FMA")
+    from refmnn.backends.numba.kernels import conv_direct_few as few
+    from refmnn.backends.numba.kernels import fused
+    from refmnn.backends.numba.kernels.conv_depthwise3x3 import padded_geometry
+    from refmnn.backends.numba.kernels.gemm_simd import pack_rows
+
+    c, oc, h, s, rows, parts = 3, 8, 224, 2, 2, 2
+    oh = (h - 3) // s + 1
+    x, w, b = rand(2, c, h, h), rand(oc, c, 3, 3), rand(oc)
+    _, _, pitch, size, area, _, wide = padded_geometry(oh, oh, s, 3)
+    planes = np.zeros(c * (area + wide) + few.SLACK, np.float32)
+    span = -(-((rows - 1) * pitch + oh) // few.TILE) * few.TILE
+    wp = np.zeros(oc * c * 9, np.float32)
+    pack_rows(w.reshape(1, oc, c * 9), wp.reshape(1, oc // 4, c * 9, 4))
+    code = {"none": fused.NONE, "relu": fused.RELU, "clip": fused.CLIP,
+            "sigmoid": fused.SIGMOID}[act]
+    outs = []
+    for flat_store in (True, False):
+        out = np.full((2, oc, oh, oh), np.nan, np.float32)
+        flat = out.reshape(-1) if flat_store else np.zeros(0, np.float32)
+        few.conv_direct_few_simd(x, wp, 3, few.tap_offsets(s, pitch, size), b, out, flat, s, 0,
+                                 0, code, np.float32(0), np.float32(-0.5), np.float32(0.5),
+                                 planes, np.zeros((parts, 4 * span), np.float32), parts, rows)
+        outs.append(out)
+    assert not np.isnan(outs[0]).any()
+    np.testing.assert_array_equal(outs[0], outs[1])
+
+
 def test_direct_few_apply_to_few_channels_only():
     """Five input channels, a group, another kernel size, dilation or stride 3 rule
     direct3x3_few and direct7x7_few out; their simd variants also need a multiple of four
