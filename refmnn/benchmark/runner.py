@@ -262,7 +262,7 @@ class ModelBench:
             if job.status != "running":
                 continue
             try:
-                (probe_ms,) = self._time_once(job)
+                (probe_ms,) = self._time_runs(job)
             except WorkerError:
                 continue
             self.progress(1, f"{self.spec.name}: probed {job.key}")
@@ -288,7 +288,7 @@ class ModelBench:
         expected = len(self.jobs) * (opts.warmup + opts.repeat)
         self.grow_total(sum(max(j.warmup, 1) + j.repeat for j in running) - expected)
 
-    def _time_once(self, job: Job, count: int = 1) -> list[float]:
+    def _time_runs(self, job: Job, count: int = 1) -> list[float]:
         """``count`` runs back to back on ``job``'s worker, each timed (ms); a failure marks the
         job failed and re-raises."""
         timeout = count * max(120.0, 50 * job.load["first_infer_ms"] / 1e3)
@@ -310,7 +310,7 @@ class ModelBench:
                 # one, so engines do not steal cores from each other (2 threads on 2 cores).
                 time.sleep(SETTLE_SECONDS)
                 try:
-                    block = self._time_once(job, job.schedule.count(index))
+                    block = self._time_runs(job, job.schedule.count(index))
                 except WorkerError:
                     self.grow_total(-(job.pending_warmup + job.repeat - done[id(job)]))
                     continue

@@ -96,12 +96,12 @@ def correlate(x: np.ndarray, w: np.ndarray, group: int, geom: win.Geometry,
     cols = np.ascontiguousarray(view.transpose(kernel_first))  # (N, C, *kernel, *out): im2col
     cols = cols.reshape(n, group, cg * k, win.prod(geom.out))
     target = into(out, (n, m, *geom.out), x.dtype)
-    if target is None or not target.flags.c_contiguous:
-        y = np.matmul(w.reshape(group, m // group, cg * k), cols)  # (N, G, M/G, P): a GEMM each
-        return y.reshape(n, m, *geom.out)
-    np.matmul(w.reshape(group, m // group, cg * k), cols,
-              out=target.reshape(n, group, m // group, win.prod(geom.out)))  # a view of it
-    return target
+    if target is not None and not target.flags.c_contiguous:
+        target = None
+    grouped = (n, group, m // group, win.prod(geom.out))  # (N, G, M/G, P): a GEMM each
+    y = np.matmul(w.reshape(group, m // group, cg * k), cols,
+                  out=None if target is None else target.reshape(grouped))  # a view of target
+    return y.reshape(n, m, *geom.out) if target is None else target
 
 
 def _kernel_of(w: np.ndarray, kernel_shape: Sequence[int] | None) -> tuple[int, ...]:
