@@ -85,19 +85,27 @@ CONV_CASES = [
     ((2, 8, 5, 6), (5, 8, 1, 1), {}, ("direct", "im2col_gemm", "gemm_1x1", *SIMD_1X1)),
     # gemm_1x1_simd's edges: 19 output channels (four blocks of 4, then three rows through the
     # spare tile), 99 pixels (four strips of 24, then 3 pixels of an 8-wide strip); 400 pixels
-    # (16 strips, a 16-wide last one); a 7 x 7 plane (two strips of 24, then 1 pixel of an
-    # 8-wide one) with one channel block; weights of 173 KB, run in the "by rows" order, 141
-    # output channels (36 blocks shared out over the workers, the last one of one channel) over
-    # 35 pixels (24, then 11 of a 16-wide strip), and over 169 pixels (eight strips, more than
-    # the six a pass over the packed plane takes: two passes); 1900 pixels (79 strips of 24,
-    # then 4 pixels of an 8-wide one: tasks of several strips, packed together, the last
-    # task's run ending in the narrow strip)
+    # (16 strips, a 16-wide last one); a 7 x 7 plane (two strips of 24, then one pixel as a
+    # column, see below) with one channel block; weights of 173 KB, run in the "by rows" order,
+    # 141 output channels (36 blocks shared out over the workers, the last one of one channel)
+    # over 35 pixels (24, then 11 of a 16-wide strip), and over 169 pixels (seven strips and a
+    # column, more than the six a pass over the packed plane takes: two passes); 1900 pixels
+    # (79 strips of 24, then 4 pixels of an 8-wide one: tasks of several strips, packed
+    # together, the last task's run ending in the narrow strip)
     ((2, 5, 9, 11), (19, 5, 1, 1), {}, ("gemm_1x1", *SIMD_1X1)),
     ((1, 6, 50, 38), (10, 6, 1, 1), {}, ("gemm_1x1", *SIMD_1X1)),
     ((1, 8, 20, 20), (40, 8, 1, 1), {}, ("gemm_1x1", *SIMD_1X1)),
     ((1, 70, 7, 7), (4, 70, 1, 1), {}, ("gemm_1x1", *SIMD_1X1)),
     ((2, 314, 5, 7), (141, 314, 1, 1), {}, ("gemm_1x1", *SIMD_1X1)),
     ((1, 314, 13, 13), (141, 314, 1, 1), {}, ("gemm_1x1", *SIMD_1X1)),
+    # its strips of columns (a plane's last one or two pixels as dot products): 50 pixels (two
+    # strips, then two columns) with an odd number of input channels (the last one added
+    # apart), 7 output channels (the second block of 3 rows), N = 2; 25 pixels (one column)
+    # with 13 channels (a step of four pairs, two pairs more, one channel); 2 pixels (no full
+    # strip, columns alone) from 3 channels
+    ((2, 9, 5, 10), (7, 9, 1, 1), {}, ("gemm_1x1", *SIMD_1X1)),
+    ((1, 13, 5, 5), (6, 13, 1, 1), {}, ("gemm_1x1", *SIMD_1X1)),
+    ((1, 3, 1, 2), (5, 3, 1, 1), {}, ("gemm_1x1", *SIMD_1X1)),
     ((1, 6, 10, 10), (6, 1, 3, 3), {"group": 6, "pads": [1, 1, 1, 1]},
      ("direct", "im2col_gemm", "depthwise", "depthwise_s1", "depthwise3x3",
       "depthwise3x3_same")),

@@ -53,23 +53,25 @@ def test_fused_conv_1x1_and_depthwise(act, params):
 
 @pytest.mark.parametrize(("act", "params"), FUSED_ACTS[1:3])
 @pytest.mark.parametrize("residual", [False, True])
-def test_fused_conv_1x1_activation_passes_nan(act, params, residual):
+@pytest.mark.parametrize("width", [6, 5])
+def test_fused_conv_1x1_activation_passes_nan(act, params, residual, width):
     """gemm_1x1_simd applies Relu and Clip in registers (``simd.vrelu``, ``simd.vclamp``): a NaN
     input reaches every output channel of its pixel as NaN, as in the reference, and +-inf are
-    clipped or kept; 11 output channels (two blocks of four, then three), 30 pixels."""
+    clipped or kept; 11 output channels (two blocks of four, then three), 30 pixels (the last
+    six in an 8-wide strip) or 25 (the last one a column, in scalars)."""
     w = numpy_helper.from_array(rand(11, 6, 1, 1), "W")
     b = numpy_helper.from_array(rand(11), "B")
     inputs = ["X", "W", "B"] + (["Z"] if residual else [])
     node = helper.make_node("FusedConv", inputs, ["Y"], name="n0", domain="refmnn",
                             activation=act, **params)
-    decl = [("X", F, (1, 6, 5, 6))] + ([("Z", F, (1, 11, 5, 6))] if residual else [])
+    decl = [("X", F, (1, 6, 5, width))] + ([("Z", F, (1, 11, 5, width))] if residual else [])
     model = make_model([node], decl, [("Y", F, None)], initializers=[w, b],
                        extra_opsets=[("refmnn", 1)])
-    x = rand(1, 6, 5, 6)
-    x[0, 2, 1, 4] = np.nan  # pixel 10: the first strip, inside the tiles
-    x[0, 0, 4, 5] = np.nan  # pixel 29: the narrow last strip
+    x = rand(1, 6, 5, width)
+    x[0, 2, 1, 4] = np.nan  # pixel 10 or 9: the first strip, inside the tiles
+    x[0, 0, 4, width - 1] = np.nan  # the last pixel: the narrow last strip, or the column
     x[0, 3, 0, 0] = np.inf
-    feeds = {"X": x, **({"Z": rand(1, 11, 5, 6)} if residual else {})}
+    feeds = {"X": x, **({"Z": rand(1, 11, 5, width)} if residual else {})}
     expected = refmnn.Session(model, check=False).run(feeds)["Y"]
     assert np.isnan(expected).sum() == 2 * 11
 
@@ -291,13 +293,14 @@ def test_depthwise3x3_parallel_parts(stride, scheme, width, monkeypatch):
 
 @pytest.mark.parametrize("split", [False, True])
 @pytest.mark.parametrize("residual", [False, True])
-@pytest.mark.parametrize(("oc", "c", "h", "w"), [(7, 5, 9, 11), (141, 314, 5, 7),
+@pytest.mark.parametrize(("oc", "c", "h", "w"), [(7, 5, 9, 11), (7, 9, 5, 10), (141, 314, 5, 7),
                                                 (141, 314, 13, 13)])
 def test_fused_gemm_1x1_epilogue_per_panel(split, residual, oc, c, h, w, monkeypatch):
     """gemm_1x1 applies bias, residual and activation per sgemm panel (split over the GEMM pool's
-    threads or not), gemm_1x1_simd per tile (7 x 5 weights: the "by strips" order; 141 x 314, 173
-    KB: "by rows", over 13 x 13 in two passes over the packed plane), N = 2, odd sizes; a
-    broadcast residual goes through the epilogue pass."""
+    threads or not), gemm_1x1_simd per tile (7 x 5 weights: the "by strips" order; 7 x 9 over 50
+    pixels: two of them columns; 141 x 314, 173 KB: "by rows", over 13 x 13 in two passes over
+    the packed plane, its last pixel a column), N = 2, odd sizes; a broadcast residual goes
+    through the epilogue pass."""
     from refmnn.backends.numba import _blas
 
     monkeypatch.setattr(_blas, "SPLIT_MIN_FLOPS", 0 if split else 1e30)

@@ -8,12 +8,23 @@ operands are packed so that the micro-tile reads two contiguous streams, as a BL
 * the weights once, in ``prepare`` (:func:`packed_weights`): blocks of four output channels,
   ``[OC/4][C][4]``, so the four weights a step broadcasts are adjacent;
 * the input in strips of 24 pixels, ``[C][24]`` (the last strip of a plane 8, 16 or 24 wide,
-  zero-filled past the plane), copied at run time (:func:`pack_strip`).
+  zero-filled past the plane), copied at run time (:func:`pack_strip`); a plane's last one or
+  two pixels (``COLUMNS``) as columns instead, ``[column][C]`` (:func:`pack_columns`).
 
 A strip times a block of four channels is one micro-tile of :mod:`.gemm_simd` (4 x 24, twelve
 8-lane accumulators held through the whole sum over C; 4 x 16 or 4 x 8 for a narrow last
 strip), stored straight into y -- or through a small buffer where the tile overhangs the plane
-or the channels. Two orders of the loops, by the size of the weights:
+or the channels. A strip of columns times a block is four dot products per column
+(:func:`_columns`), from the same packed weights: a 4 x 8 tile for one pixel (7 x 7, 13 x 13
+and 55 x 55 planes end in one) had cost three quarters of the two full strips of a 7 x 7 plane.
+The kernel before and after, alternating in one process, 2 threads, hot, bias, median us: 960
+-> 320 @ 7x7 303 -> 247, 320 -> 1280 356 -> 309, 160 -> 960 158 -> 134, 576 -> 160 89 -> 77;
+planes of 13 x 13 and 55 x 55 (by strips) and planes without columns 0.94-1.04x (noise);
+whole models, sessions alternating: MobileNetV2 10.72 -> 10.32 and 9.67 -> 9.44 ms, SqueezeNet
+1.1 7.80 -> 7.62, MobileNet-v1 13.31 -> 13.20; outputs within 6e-8 of before. Each column
+reads the block's weights again, so ``COLUMNS`` is 2: four columns (a 14 x 14 plane's last
+pixels) ran no faster than the 4 x 8 tile (96 -> 576 @ 196 pixels: 170 against 163 us). Two
+orders of the loops, by the size of the weights:
 
 * **by strips** (weights up to ``ROWS_ORDER_BYTES``): a task takes a run of up to 8 strips;
   it packs as many of them as fit in ``SUB_BYTES`` (a quarter of L2) into its own buffer and
@@ -97,10 +108,11 @@ from numba import njit, prange
 from refmnn.backends.base import NodeSpec, Storage
 from refmnn.backends.numba.kernels._common import JIT, PJIT
 from refmnn.backends.numba.kernels.conv_base import GEMM_CALL, gemm_macs, is_1x1
-from refmnn.backends.numba.kernels.fused import CLIP, NONE, RELU, epilogue_rows
+from refmnn.backends.numba.kernels.fused import CLIP, NONE, RELU, activate, epilogue_rows
 from refmnn.backends.numba.kernels.gemm_simd import (PIXELS, ROWS, activate8, pack_rows,
                                                     packed_tile)
-from refmnn.backends.numba.kernels.simd import native, vadd, vload, vstore
+from refmnn.backends.numba.kernels.simd import (native, vadd, vfma, vlane, vload, vpair,
+                                                vsplat, vstore)
 
 FEW_CHANNELS = 32  # input channels up to which the scheme is priced below gemm_1x1
 FEW_OUTPUTS = 64  # output channels up to which it is, whatever the input channels
@@ -110,15 +122,16 @@ SPARE = ROWS * PIXELS  # a worker's buffer for one overhanging tile
 RUN = 8  # strips per task at most, by strips
 SUB_BYTES = 128 * 1024  # packed strips at a time at most: a quarter of L2
 PLANE_BYTES = 192 * 1024  # by rows: packed strips a pass of the blocks reads at most (L2)
+COLUMNS = 2  # a plane's last pixels up to this many run as dot products (_columns)
 
 
 @njit(**JIT)
 def strips(p):  # type: ignore[no-untyped-def]
     """A plane of ``p`` pixels as ``(count, full, tail)``: ``count`` strips, ``full`` of them
-    24 wide and a last one ``tail`` wide (8, 16 or 24; 0, and no such strip, when 24 divides
-    ``p``)."""
+    24 wide and a last one ``tail`` wide: 8, 16 or 24, or at most ``COLUMNS`` (a strip of
+    columns, see :func:`_columns`); 0, and no such strip, when 24 divides ``p``."""
     full, rest = divmod(p, PIXELS)
-    tail = 0 if rest == 0 else 8 if rest <= 8 else 16 if rest <= 16 else PIXELS
+    tail = rest if rest <= COLUMNS else 8 if rest <= 8 else 16 if rest <= 16 else PIXELS
     return full + (1 if tail else 0), full, tail
 
 
@@ -133,8 +146,11 @@ def _strip(s, full, tail, p):
 @njit(inline="always", **JIT)
 def pack_strip(x, p, k, j0, n, width, buf):
     """``buf[c * width + t] = x[c * p + j0 + t]`` for ``t < n``, zero for ``n <= t < width``,
-    every input channel ``c < k``: one strip of the plane ``x [k, p]`` (flat)."""
-    if n == width:
+    every input channel ``c < k``: one strip of the plane ``x [k, p]`` (flat); a strip of
+    columns (``width <= COLUMNS``) as :func:`pack_columns` lays it out."""
+    if width <= COLUMNS:
+        pack_columns(x, p, k, j0, n, buf)
+    elif n == width:
         for c in range(k):
             src, dst = c * p + j0, c * width
             for v in range(0, width, 8):
@@ -146,6 +162,15 @@ def pack_strip(x, p, k, j0, n, width, buf):
                 buf[dst + t] = x[src + t]
             for t in range(n, width):
                 buf[dst + t] = 0.0
+
+
+@njit(inline="always", **JIT)
+def pack_columns(x, p, k, j0, n, buf):
+    """The last ``n <= COLUMNS`` pixels of the plane ``x [k, p]`` (flat), from pixel ``j0``, as
+    :func:`_columns` reads them: column ``t`` (its ``k`` input channels) at ``buf[t * k:]``."""
+    for c in range(k):
+        for t in range(n):
+            buf[t * k + c] = x[c * p + j0 + t]
 
 
 @njit(inline="always", **JIT)
@@ -175,6 +200,54 @@ def _residual(y, o, p, width, z, act, lo, hi):
             vstore(y, q, activate8(vadd(vload(y, q), vload(z, q)), act, lo, hi))
 
 
+@njit(**JIT)  # called, not inlined: see the docstring
+def _columns(wp, k, r, xs, xo, n, yf, p, m, j0, bias, zf, has_b, has_z, act, alpha, lo, hi,
+             finish):
+    """Channels ``4r .. 4r + 3`` over a strip of ``n <= COLUMNS`` columns (pixels ``j0 ..``,
+    packed by :func:`pack_columns` at ``xs[xo:]``), column by column, as dot products over the
+    input channels: a vector holds two channels' weights of the block (``wp``'s ``[K][4]``
+    layout: ``w[c, 0..3], w[c + 1, 0..3]``) times the two channels' values of the column
+    (:func:`.simd.vpair`), four sums in flight; output ``i`` is lane ``i`` plus lane ``i + 4``
+    (and, for an odd ``k``, the last channel's product). Then the bias, a residual (``zf``) and
+    the activation with ``finish`` (as :func:`_tile`); the block's rows inside ``[m]`` are
+    stored into ``yf``.
+
+    Why: such a remainder ran as a 4 x 8 tile whose strip, eight pixels wide, came from L2 at
+    every step of K; on a 7 x 7 plane (two 24-wide strips and one pixel) it cost three
+    quarters of what the two full strips did. A column's ``k`` values stay in L1. The function
+    is called, once per block and strip of columns, rather than inlined into each of
+    :func:`gemm_1x1_simd`'s loops: inlined, the "by strips" order ran up to 5-8% slower on
+    planes that have no columns at all."""
+    wo = r * k * ROWS
+    zero = vsplat(np.float32(0))
+    pairs = k // 2
+    i0 = r * ROWS
+    for t in range(n):
+        base = xo + t * k
+        a0 = a1 = a2 = a3 = zero
+        for c in range(0, 2 * pairs - 7, 8):  # four pairs of channels a step
+            q = wo + c * ROWS
+            a0 = vfma(vload(wp, q), vpair(xs, base + c), a0)
+            a1 = vfma(vload(wp, q + 8), vpair(xs, base + c + 2), a1)
+            a2 = vfma(vload(wp, q + 16), vpair(xs, base + c + 4), a2)
+            a3 = vfma(vload(wp, q + 24), vpair(xs, base + c + 6), a3)
+        for c in range(2 * (pairs - pairs % 4), 2 * pairs, 2):
+            a0 = vfma(vload(wp, wo + c * ROWS), vpair(xs, base + c), a0)
+        acc = vadd(vadd(a0, a1), vadd(a2, a3))
+        for i in range(min(ROWS, m - i0)):
+            v = vlane(acc, i) + vlane(acc, i + 4)
+            if k % 2:
+                v += wp[wo + (k - 1) * ROWS + i] * xs[base + k - 1]
+            o = (i0 + i) * p + j0 + t
+            if finish:
+                if has_b:
+                    v += bias[i0 + i]
+                if has_z:
+                    v += zf[o]
+                v = activate(act, v, alpha, lo, hi)
+            yf[o] = v
+
+
 @njit(inline="always", **JIT)
 def _tile(wp, k, r, xs, xo, width, n, y, yf, p, m, j0, spare, bias, z, zf, has_b, has_z, act,
           alpha, lo, hi, finish):
@@ -185,7 +258,12 @@ def _tile(wp, k, r, xs, xo, width, n, y, yf, p, m, j0, spare, bias, z, zf, has_b
     activation is applied before they are stored, and a residual is added in between by
     :func:`_residual` (:func:`.fused.epilogue_rows` on the part of a tile that overhangs).
     ``yf``, ``zf``: y and z flat, made once by the caller (a reshape per tile costs a reference
-    count's atomic update, shared by the threads)."""
+    count's atomic update, shared by the threads). A strip of columns (``width <= COLUMNS``)
+    goes to :func:`_columns`."""
+    if width <= COLUMNS:
+        _columns(wp, k, r, xs, xo, n, yf, p, m, j0, bias, zf, has_b, has_z, act, alpha, lo, hi,
+                 finish)
+        return
     i = r * ROWS
     inside = n == width and i + ROWS <= m
     out, oo, op = (yf, i * p + j0, p) if inside else (spare, 0, PIXELS)

@@ -15,7 +15,9 @@ gives Numba one:
   an array in all eight lanes, read like :func:`vload` (no bounds check, and no wraparound:
   a plain ``w[i]`` with a signed index carries Numba's negative-index fix-up, whose extra
   registers made LLVM spill a 4 x 24 tile's accumulators to the stack in a packed-weights
-  product, 1.7-2x slower); :func:`vlane` -- one lane as a float32;
+  product, 1.7-2x slower); :func:`vpair` -- two adjacent elements, each in four lanes (a
+  dot product against weights packed four rows at a time); :func:`vlane` -- one lane as a
+  float32;
 * :func:`veven`, :func:`vodd` -- the even or the odd lanes of the sixteen of two vectors (a
   stride-2 load as two unit-stride ones and a de-interleave), each within the 128-bit halves
   (one ``vshufps``), so in the lane order ``0, 1, 4, 5, 2, 3, 6, 7``; :func:`vorder` puts a
@@ -142,6 +144,24 @@ def vbroadcast(typingctx: Any, array: Any, index: Any) -> Any:
 
 
 @intrinsic
+def vpair(typingctx: Any, array: Any, index: Any) -> Any:
+    """``array[index]`` in lanes 0-3 and ``array[index + 1]`` in lanes 4-7 (one 8-byte load
+    and a shuffle; ``index >= 0``, not checked): two elements of a vector laid out as two
+    halves of four, such as two rows' worth of weights packed four at a time."""
+    _check_array(array)
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        data = context.make_array(sig.args[0])(context, builder, args[0]).data
+        pair_type = ir.VectorType(ir.FloatType(), 2)
+        pair = builder.load(builder.bitcast(builder.gep(data, [args[1]]), pair_type.as_pointer()),
+                            align=4)
+        mask = ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0, 0, 0, 0, 1, 1, 1, 1])
+        return builder.shuffle_vector(pair, ir.Constant(pair_type, ir.Undefined), mask)
+
+    return f32x8(array, index), codegen
+
+
+@intrinsic
 def vlane(typingctx: Any, value: Any, lane: Any) -> Any:
     """Lane ``lane`` (0..7) of ``value``, as a float32."""
 
@@ -230,4 +250,4 @@ def vclamp(typingctx: Any, a: Any, lo: Any, hi: Any) -> Any:
 
 
 __all__ = ["LANES", "f32x8", "native", "vadd", "vbroadcast", "vclamp", "veven", "vfma", "vlane",
-           "vload", "vodd", "vorder", "vrelu", "vsplat", "vstore"]
+           "vload", "vodd", "vorder", "vpair", "vrelu", "vsplat", "vstore"]
