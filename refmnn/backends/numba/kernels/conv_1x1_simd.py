@@ -209,8 +209,9 @@ def _columns(wp, k, r, xs, xo, n, yf, p, m, j0, bias, zf, has_b, has_z, act, alp
     layout: ``w[c, 0..3], w[c + 1, 0..3]``) times the two channels' values of the column
     (:func:`.simd.vpair`), four sums in flight; output ``i`` is lane ``i`` plus lane ``i + 4``
     (and, for an odd ``k``, the last channel's product). Then the bias, a residual (``zf``) and
-    the activation with ``finish`` (as :func:`_tile`); the block's rows inside ``[m]`` are
-    stored into ``yf``.
+    the activation with ``finish`` (as :func:`_tile` applies them in registers; here in
+    scalars, since :func:`.fused.epilogue_rows` would make a view per row); the block's rows
+    inside ``[m]`` are stored into ``yf``.
 
     Why: such a remainder ran as a 4 x 8 tile whose strip, eight pixels wide, came from L2 at
     every step of K; on a 7 x 7 plane (two 24-wide strips and one pixel) it cost three

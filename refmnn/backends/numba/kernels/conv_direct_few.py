@@ -57,8 +57,9 @@ eight at a time with the activation in registers (:func:`_store_rows8`); otherwi
 element through views of the output made for each row), which had taken more than half of the
 kernel: SqueezeNet's first layer with Relu, the kernel alone, 2 threads, 986 us, 441 without
 that copy. One layer with Relu as a session, 2 threads, median us of the step, the two
-versions in turn (each next to onnxruntime's whole run, in us): 3 -> 64 @ 224, s2 (SqueezeNet) 957-1017 -> 470-558
-(onnxruntime 494-628), 3 -> 32 @ 224, s2, pads 1 (MobileNet) 460-598 -> 300-354 (306-355).
+versions in turn (each next to onnxruntime's whole run, in us): 3 -> 64 @ 224, s2
+(SqueezeNet) 957-1017 -> 470-558 (onnxruntime 494-628), 3 -> 32 @ 224, s2, pads 1
+(MobileNet) 460-598 -> 300-354 (306-355).
 Whole models, sessions alternating the two kernels in one process, 2 threads, median ms,
 outputs bit-equal: squeezenet1_1 7.59 -> 7.24, mobilenet_v2 7.33 -> 7.20, resnet18 (its 7x7
 first layer) 19.61 -> 19.20, mobilenet_v1 13.53 -> 13.23. Against direct3x3_few, 2 threads,
