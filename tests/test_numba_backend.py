@@ -86,18 +86,20 @@ CONV_CASES = [
     # gemm_1x1_simd's edges: 19 output channels (four blocks of 4, then three rows through the
     # spare tile), 99 pixels (four strips of 24, then 3 pixels of an 8-wide strip); 400 pixels
     # (16 strips, a 16-wide last one); a 7 x 7 plane (two strips of 24, then one pixel as a
-    # column, see below) with one channel block; weights of 173 KB, run in the "by rows" order,
-    # 141 output channels (36 blocks shared out over the workers, the last one of one channel)
-    # over 35 pixels (24, then 11 of a 16-wide strip), and over 169 pixels (seven strips and a
-    # column, more than the six a pass over the packed plane takes: two passes); 1900 pixels
-    # (79 strips of 24, then 4 pixels of an 8-wide one: tasks of several strips, packed
-    # together, the last task's run ending in the narrow strip)
+    # column, see below) with one channel block; 141 output channels on small planes, run in the
+    # "by rows" order (36 blocks shared out over the workers, the last one of one channel) over
+    # 35 pixels (24, then 11 of a 16-wide strip), and over 169 pixels (seven strips and a
+    # column, more than the six a pass over the packed plane takes: two passes); 131 output
+    # channels from 5 inputs over 323 pixels, also by rows (few inputs; 13 strips, then 11
+    # pixels of a 16-wide one); 1900 pixels (79 strips of 24, then 4 pixels of an 8-wide one:
+    # tasks of several strips, packed together, the last task's run ending in the narrow strip)
     ((2, 5, 9, 11), (19, 5, 1, 1), {}, ("gemm_1x1", *SIMD_1X1)),
     ((1, 6, 50, 38), (10, 6, 1, 1), {}, ("gemm_1x1", *SIMD_1X1)),
     ((1, 8, 20, 20), (40, 8, 1, 1), {}, ("gemm_1x1", *SIMD_1X1)),
     ((1, 70, 7, 7), (4, 70, 1, 1), {}, ("gemm_1x1", *SIMD_1X1)),
     ((2, 314, 5, 7), (141, 314, 1, 1), {}, ("gemm_1x1", *SIMD_1X1)),
     ((1, 314, 13, 13), (141, 314, 1, 1), {}, ("gemm_1x1", *SIMD_1X1)),
+    ((1, 5, 17, 19), (131, 5, 1, 1), {}, ("gemm_1x1", *SIMD_1X1)),
     # its strips of columns (a plane's last one or two pixels as dot products): 50 pixels (two
     # strips, then two columns) with an odd number of input channels (the last one added
     # apart), 7 output channels (the second block of 3 rows), N = 2; 25 pixels (one column)
@@ -234,11 +236,10 @@ def test_strassen_cost_prefers_blas_below_large_products():
 
 
 def test_gemm_1x1_simd_is_chosen_for_few_channels_and_constant_weights():
-    """The costs give a 1x1 conv with at most 32 input channels or at most 64 output channels to
-    gemm_1x1_simd, and one with more of both to gemm_1x1 on planes of more than 192 pixels, to
-    gemm_1x1_simd on smaller ones, where the sgemm's packing of the weights on every call
-    outweighs it (measured: conv_1x1_simd's and conv_base's GEMM_PACK docstrings); weights fed
-    at run time cannot be packed in prepare, so the scheme does not apply to them."""
+    """The costs give a 1x1 conv with constant weights to gemm_1x1_simd at every size (priced
+    below gemm_1x1, which also packs the weights on every call: measured in conv_1x1_simd's
+    docstring); weights fed at run time cannot be packed in prepare, so the scheme does not
+    apply to them and gemm_1x1 runs."""
     def chosen(model):  # type: ignore[no-untyped-def]
         plan = refmnn.Session(model, backends=("numba",), check=False).resize()
         return next(s.scheme for s in plan.steps if isinstance(s, RunStep))
@@ -247,8 +248,9 @@ def test_gemm_1x1_simd_is_chosen_for_few_channels_and_constant_weights():
         pytest.skip("gemm_1x1_simd applies only on CPUs with AVX2 and FMA")
     assert chosen(conv_model((1, 16, 56, 56), (96, 16, 1, 1))) == "gemm_1x1_simd"
     assert chosen(conv_model((1, 256, 14, 14), (64, 256, 1, 1))) == "gemm_1x1_simd"
-    assert chosen(conv_model((1, 256, 14, 14), (128, 256, 1, 1))) == "gemm_1x1"
-    assert chosen(conv_model((1, 96, 14, 14), (576, 96, 1, 1))) == "gemm_1x1"  # 196 pixels
+    assert chosen(conv_model((1, 256, 14, 14), (128, 256, 1, 1))) == "gemm_1x1_simd"
+    assert chosen(conv_model((1, 96, 14, 14), (576, 96, 1, 1))) == "gemm_1x1_simd"
+    assert chosen(conv_model((1, 128, 56, 56), (128, 128, 1, 1))) == "gemm_1x1_simd"
     assert chosen(conv_model((1, 512, 13, 13), (1000, 512, 1, 1))) == "gemm_1x1_simd"  # 169
     assert chosen(conv_model((1, 160, 7, 7), (960, 160, 1, 1))) == "gemm_1x1_simd"
     node = helper.make_node("Conv", ["X", "W"], ["Y"], name="n0")

@@ -298,7 +298,7 @@ def test_depthwise3x3_parallel_parts(stride, scheme, width, monkeypatch):
 def test_fused_gemm_1x1_epilogue_per_panel(split, residual, oc, c, h, w, monkeypatch):
     """gemm_1x1 applies bias, residual and activation per sgemm panel (split over the GEMM pool's
     threads or not), gemm_1x1_simd per tile (7 x 5 weights: the "by strips" order; 7 x 9 over 50
-    pixels: two of them columns; 141 x 314, 173 KB: "by rows", over 13 x 13 in two passes over
+    pixels: two of them columns; 141 x 314 over small planes: "by rows", 13 x 13 in two passes over
     the packed plane, its last pixel a column), N = 2, odd sizes; a broadcast residual goes
     through the epilogue pass."""
     from refmnn.backends.numba import _blas
@@ -319,27 +319,29 @@ def test_fused_gemm_1x1_epilogue_per_panel(split, residual, oc, c, h, w, monkeyp
 
 def test_bound_gemm_kernels_follow_new_inputs(monkeypatch):
     """gemm_1x1 and FusedMatMul bind their products to the run's tensors once: later runs with
-    other feeds (the same tensors, new contents) still match the reference."""
+    other feeds (the same tensors, new contents) still match the reference. The conv's weights
+    are fed too, so that gemm_1x1 runs (gemm_1x1_simd takes constant weights only)."""
     from refmnn.backends.numba import _blas
 
     monkeypatch.setattr(_blas, "REGION_SPLIT_MIN_FLOPS", 0)  # these small products split too
     binds = []
     bind = _blas.Gemm.bind
     monkeypatch.setattr(_blas.Gemm, "bind", lambda self, *a: binds.append(1) or bind(self, *a))
-    w = numpy_helper.from_array(rand(72, 40, 1, 1), "W")  # 40 -> 72 over 200 px: gemm_1x1's
-    b = numpy_helper.from_array(rand(72), "B")
+    b = numpy_helper.from_array(rand(72), "B")  # 40 -> 72 over 200 px
     m = numpy_helper.from_array(rand(10, 40), "M")
     conv = helper.make_node("FusedConv", ["X", "W", "B", "Z"], ["Y"], name="conv",
                             domain="refmnn", activation="relu")
     mm = helper.make_node("FusedMatMul", ["Y", "M", "", "R"], ["Out"], name="mm",
                           domain="refmnn", activation="none")
-    decl = [("X", F, (1, 40, 20, 10)), ("Z", F, (1, 72, 20, 10)), ("R", F, (1, 72, 20, 40))]
-    model = make_model([conv, mm], decl, [("Out", F, None)], initializers=[w, b, m],
+    decl = [("X", F, (1, 40, 20, 10)), ("W", F, (72, 40, 1, 1)), ("Z", F, (1, 72, 20, 10)),
+            ("R", F, (1, 72, 20, 40))]
+    model = make_model([conv, mm], decl, [("Out", F, None)], initializers=[b, m],
                        extra_opsets=[("refmnn", 1)])
     reference = refmnn.Session(model, check=False)
     session = refmnn.Session(model, backends=("numba",), check=False)
     for _ in range(3):
-        feeds = {"X": rand(1, 40, 20, 10), "Z": rand(1, 72, 20, 10), "R": rand(1, 72, 20, 40)}
+        feeds = {"X": rand(1, 40, 20, 10), "W": rand(72, 40, 1, 1), "Z": rand(1, 72, 20, 10),
+                 "R": rand(1, 72, 20, 40)}
         assert rel_l2(session.run(feeds)["Out"], reference.run(feeds)["Out"]) <= 1e-5
     schemes = {s.node.name: str(s.scheme) for s in session.plan.steps if isinstance(s, RunStep)}
     assert schemes == {"conv": "gemm_1x1", "mm": "blas"}

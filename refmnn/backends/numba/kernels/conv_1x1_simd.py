@@ -24,9 +24,9 @@ whole models, sessions alternating: MobileNetV2 10.72 -> 10.32 and 9.67 -> 9.44 
 1.1 7.80 -> 7.62, MobileNet-v1 13.31 -> 13.20; outputs within 6e-8 of before. Each column
 reads the block's weights again, so ``COLUMNS`` is 2: four columns (a 14 x 14 plane's last
 pixels) ran no faster than the 4 x 8 tile (96 -> 576 @ 196 pixels: 170 against 163 us). Two
-orders of the loops, by the size of the weights:
+orders of the loops (:func:`by_rows_order` chooses; the table below says why):
 
-* **by strips** (weights up to ``ROWS_ORDER_BYTES``): a task takes a run of up to 8 strips;
+* **by strips** (the default): a task takes a run of up to 8 strips;
   it packs as many of them as fit in ``SUB_BYTES`` (a quarter of L2) into its own buffer and
   runs each of its channel blocks against them, left to right, then the next ones (the weights
   stay in L2; each output row is written in stretches of up to 192 pixels: tile by tile down
@@ -47,7 +47,8 @@ orders of the loops, by the size of the weights:
   process, median ms, outputs bit-equal: MobileNetV2 7.46 -> 7.39, 10.34 -> 10.28 and 9.51 ->
   9.23 at 2 threads, 13.75 -> 13.26 at 1; SqueezeNet 1.1 8.89 -> 8.77; MobileNet-v1 19.59 ->
   19.68 (noise).
-* **by rows** (larger weights): the plane is packed whole first, then each worker takes an
+* **by rows** (many output channels on a small plane or from few input channels, or weights
+  larger than L2): the plane is packed whole first, then each worker takes an
   even share of the channel blocks and runs them against the packed plane, ``PLANE_BYTES`` of
   it (a pass: as many strips as fit in L2) at a time: a block's weights stay in L1 through a
   pass, the pass's strips in L2. Before the passes, the plane was run whole: at 576 -> 96 @
@@ -56,6 +57,41 @@ orders of the loops, by the size of the weights:
   160 @ 7x7). Kernels alone against ``gemm_1x1``, 2 threads, hot, alternating, time relative
   to it, before -> after: 576 -> 96 @ 14x14 1.34 -> 1.06, 960 -> 160 @ 7x7 1.36 -> 1.19,
   960 -> 320 and 320 -> 1280 @ 7x7 (already even) 1.12 and 1.09 -> 1.13 and 1.11.
+
+By strips, a plane of few strips is shared out by groups of channel blocks, and each group's
+task packs its strips again; by rows, the plane is packed once, but each block streams it from
+L2, which costs where the blocks are few. Before, the weights' size alone chose (by rows above
+160 KB). The kernel in each order and ``gemm_1x1`` (its node, ~5 us of Python included),
+alternating in one process, 2 threads, bias + Clip, median us, a loaded machine; (*) marks
+what :func:`by_rows_order` now chooses, (o) what the weights' size chose:
+
+    ======================  ===========================  =================================
+    C -> OC @ HW            gemm_1x1 / strips / rows     in the zoo
+    ======================  ===========================  =================================
+    16 -> 96 @ 112x112      801 / 584 (*o) / 686         MobileNetV2
+    24 -> 144 @ 56x56       289 / 321 (o) / 301 (*)      MobileNetV2 (a second run: 303 /
+                                                         315 / 305)
+    32 -> 192 @ 28x28       134 / 147 (o) / 130 (*)      MobileNetV2 (125 / 131 in another)
+    144 -> 32 @ 28x28       155 / 97 (*o) / 186          MobileNetV2
+    64 -> 384 @ 14x14       125 / 159 (o) / 116 (*)      MobileNetV2
+    384 -> 96 @ 14x14       215 / 168 (*o) / 198         MobileNetV2
+    96 -> 576 @ 14x14       210 / 264 / 202 (*o)         MobileNetV2
+    576 -> 96 @ 14x14       228 / 225 (*) / 277 (o)      MobileNetV2
+    960 -> 160 @ 7x7        176 / 220 / 148 (*o)         MobileNetV2
+    128 -> 16 @ 55x55       236 / 166 (*o) / 495         SqueezeNet
+    32 -> 128 @ 27x27       107 / 99 (o) / 85 (*)        SqueezeNet
+    64 -> 256 @ 13x13       93 / 105 (o) / 82 (*)        SqueezeNet
+    512 -> 1000 @ 13x13     1572 / 1598 / 1365 (*o)      SqueezeNet
+    128 -> 128 @ 56x56      894 / 774 (*o) / 845         MobileNet-v1
+    256 -> 256 @ 28x28      859 / 739 (*) / 782 (o)      MobileNet-v1
+    512 -> 512 @ 14x14      869 / 819 / 773 (*o)         MobileNet-v1
+    1024 -> 1024 @ 7x7      997 / 1060 / 799 (*o)        MobileNet-v1
+    ======================  ===========================  =================================
+
+Whole models, sessions with the old and the new choices (orders and costs, see below)
+alternating in one process, 2 threads, median ms: MobileNetV2 13.41 -> 12.92, 10.02 -> 9.78
+(10 layers leave gemm_1x1); SqueezeNet 1.1 8.29 -> 7.91, 7.42 -> 7.12 (and 10.07 -> 10.20 in
+a heavily loaded round); MobileNet-v1 14.03 -> 12.41; outputs within 5e-8.
 
 Each tile's bias and activation (none, Relu or Clip) are applied in registers: the bias is
 where the accumulators start, the activation comes before the store; a FusedConv residual is
@@ -93,11 +129,13 @@ place, tasks of 16 channels x 192 pixels, the epilogue per task), medians of 8 x
 two processes each, alternating: SqueezeNet 1.1 9.54 / 9.58 -> 8.94 / 9.05 ms, MobileNetV2
 14.49 / 14.19 -> 13.80 / 14.07 ms.
 
-The cost (:func:`gemm_1x1_simd_cost`) prices it below ``gemm_1x1`` for at most
-``FEW_CHANNELS`` input channels or at most ``FEW_OUTPUTS`` output channels; otherwise at 1.1x
-``gemm_1x1``'s MACs, which is above ``gemm_1x1``'s cost except on planes of at most 192
-pixels, where the weights that the sgemm packs on every call (``GEMM_PACK``,
-:mod:`.conv_base`, with the measurement) cost more than the 10%.
+The cost (:func:`gemm_1x1_simd_cost`) prices it below ``gemm_1x1`` wherever it applies: its
+MACs at 0.75x for at most ``FEW_CHANNELS`` input channels, 0.85x for at most ``FEW_OUTPUTS``
+output channels, ``MANY_FACTOR`` (0.95x) otherwise, and no packing of the weights per call
+(``GEMM_PACK``, :mod:`.conv_base`). With the orders above it ran as fast as the sgemm or
+faster on every 1x1 layer of the zoo (the table; 24 -> 144 @ 56x56 a tie). Before, at 1.1x,
+the sgemm kept the layers with more than 64 output channels from more than 32 inputs on planes
+over 192 pixels.
 """
 
 from __future__ import annotations
@@ -114,9 +152,12 @@ from refmnn.backends.numba.kernels.gemm_simd import (PIXELS, ROWS, activate8, pa
 from refmnn.backends.numba.kernels.simd import (native, vadd, vfma, vlane, vload, vpair,
                                                 vsplat, vstore)
 
-FEW_CHANNELS = 32  # input channels up to which the scheme is priced below gemm_1x1
+FEW_CHANNELS = 32  # input channels up to which the scheme is priced well below gemm_1x1
 FEW_OUTPUTS = 64  # output channels up to which it is, whatever the input channels
-ROWS_ORDER_BYTES = 160 * 1024  # weights above this size are run in the "by rows" order
+MANY_FACTOR = 0.95  # its MACs' factor otherwise (just below gemm_1x1: see the module docstring)
+ROWS_ORDER_BYTES = 512 * 1024  # weights above this size (L2) are run in the "by rows" order
+ROWS_ORDER_OUTPUTS = 128  # and so are products with this many output channels or more, on
+ROWS_ORDER_PIXELS = 256  # planes of up to this many pixels or from up to FEW_CHANNELS inputs
 TASKS_PER_PART = 8  # tasks per worker at least, where the channels allow (load balance)
 SPARE = ROWS * PIXELS  # a worker's buffer for one overhanging tile
 RUN = 8  # strips per task at most, by strips
@@ -359,7 +400,7 @@ def plan(oc: int, c: int, p: int, parts: int) -> tuple[bool, int, int, int, int,
     count = strips(p)[0]
     blocks = (oc + ROWS - 1) // ROWS
     want = TASKS_PER_PART * parts
-    if oc * c * 4 > ROWS_ORDER_BYTES:
+    if by_rows_order(oc, c, p):
         run = max(1, PLANE_BYTES // (c * PIXELS * 4))
         return True, 1, run, 1, SPARE, count * c * PIXELS
     run = max(1, min(RUN, count // want))
@@ -369,6 +410,15 @@ def plan(oc: int, c: int, p: int, parts: int) -> tuple[bool, int, int, int, int,
     while runs * groups < want and blocks // (2 * groups) >= 2:
         groups *= 2
     return False, groups, run, sub, sub * c * PIXELS + SPARE, 0
+
+
+def by_rows_order(oc: int, c: int, p: int) -> bool:
+    """Whether :func:`gemm_1x1_simd` runs ``w [oc, c]`` over ``p`` pixels by rows: weights
+    larger than L2 (``ROWS_ORDER_BYTES``), or many output channels (``ROWS_ORDER_OUTPUTS``) on a
+    small plane (``ROWS_ORDER_PIXELS``) or from few input channels (``FEW_CHANNELS``). See the
+    module docstring for the measurements."""
+    return oc * c * 4 > ROWS_ORDER_BYTES or (oc >= ROWS_ORDER_OUTPUTS and (
+        p <= ROWS_ORDER_PIXELS or c <= FEW_CHANNELS))
 
 
 def is_1x1_constant(spec: NodeSpec) -> bool:
@@ -381,9 +431,10 @@ def is_1x1_constant(spec: NodeSpec) -> bool:
 def gemm_1x1_simd_cost(spec: NodeSpec) -> float:
     """``gemm_1x1``'s cost -- ``2 * MACs`` plus ``GEMM_CALL`` per image (here a parallel launch)
     -- with the MACs' term times 0.75 for at most ``FEW_CHANNELS`` input channels, 0.85 for at
-    most ``FEW_OUTPUTS`` output channels, 1.1 otherwise (see the module docstring)."""
+    most ``FEW_OUTPUTS`` output channels, ``MANY_FACTOR`` otherwise, and without the sgemm's
+    packing of the weights (see the module docstring)."""
     oc, c = int(spec.inputs[1].shape[0]), int(spec.inputs[1].shape[1])
-    factor = 0.75 if c <= FEW_CHANNELS else 0.85 if oc <= FEW_OUTPUTS else 1.1
+    factor = 0.75 if c <= FEW_CHANNELS else 0.85 if oc <= FEW_OUTPUTS else MANY_FACTOR
     return 2 * gemm_macs(spec) * factor + GEMM_CALL * int(spec.inputs[0].shape[0])
 
 

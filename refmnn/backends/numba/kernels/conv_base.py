@@ -41,7 +41,9 @@ GEMM_COLUMNS = 16
 # the zoo (MobileNetV2's 8, SqueezeNet's expand1x1 and final conv, MobileNet-v1's 2). In the
 # model, 2 threads, one process, the two plans interleaved, 30 runs, a loaded machine: those
 # nodes took 2251 -> 2002 us in MobileNetV2 (the 960 -> 160 projections 5-10% slower, the rest
-# 0-25% faster) and 3127 -> 2747 us in SqueezeNet (its final conv 2515 -> 2173).
+# 0-25% faster) and 3127 -> 2747 us in SqueezeNet (its final conv 2515 -> 2173). (Since then
+# gemm_1x1_simd is priced at 0.95 x its MACs and is the cheaper one at every size: see
+# conv_1x1_simd's docstring.)
 GEMM_PACK = 40.0
 
 
