@@ -135,12 +135,13 @@ CONV_CASES = [
     ((1, 3, 6, 5), (3, 1, 3, 3), {"group": 3, "pads": [2, 0, 3, 2]}, ("depthwise_s1", "depthwise3x3")),
     ((3, 2, 3, 4), (2, 1, 3, 3), {"group": 2, "strides": [2, 2], "pads": [2, 2, 2, 2]},
      ("depthwise", "depthwise3x3")),
-    # depthwise3x3_s2_simd (eight outputs a vector, the row's ends one by one): an odd width (the
-    # last vector overlaps the one before it, the last output is scalar), channel multiplier 2,
-    # N = 2; a width of 18 (one vector, the first output scalar) with three rows of padding above
-    # and below (output rows wholly outside the plane: the bias alone); no padding (one vector,
-    # the whole row); two columns and rows of padding on the left and top (the first output from
-    # one tap column), three rows below
+    # depthwise3x3_s2_simd (eight outputs a vector, output 0 with one column of padding too, the
+    # rest of a row's ends one by one): an odd width (the last vector overlaps the one before
+    # it, the last output is scalar), channel multiplier 2, N = 2; a width of 18 (output 0's
+    # vector, then one overlapping it by seven) with three rows of padding above and below
+    # (output rows wholly outside the plane: the bias alone); no padding (one vector, the whole
+    # row); two columns and rows of padding on the left and top (the first output from one tap
+    # column), three rows below
     ((2, 3, 9, 37), (6, 1, 3, 3), {"group": 3, "strides": [2, 2], "pads": [1, 1, 1, 1]},
      ("depthwise", "depthwise3x3", *SIMD_DW_S2)),
     ((1, 2, 6, 18), (2, 1, 3, 3), {"group": 2, "strides": [2, 2], "pads": [3, 1, 3, 1]},
@@ -444,6 +445,31 @@ def test_depthwise3x3_same_edge_columns_with_inf_and_nan():
     np.testing.assert_array_equal(np.isfinite(got), finite)
     np.testing.assert_array_equal(got[~finite], expected[~finite])  # the same infs, NaN == NaN
     np.testing.assert_allclose(got[finite], expected[finite], rtol=1e-5, atol=1e-5)
+
+
+def test_depthwise_s2_left_padding_reads_no_inf_or_nan_across_the_row_edge():
+    """depthwise3x3_s2_simd computes a row's output 0 (one column of padding on the left) in a
+    vector whose first lane reads the element before the row -- the previous row's last, or the
+    previous plane's -- zeroed after the load: +-inf and NaN in the last column must reach
+    exactly the outputs whose windows hold them, as in the reference, under every scheme."""
+    model = conv_model((1, 3, 7, 37), (3, 1, 3, 3), group=3, strides=[2, 2], pads=[1, 1, 1, 1])
+    x = rand(1, 3, 7, 37)
+    x[0, 0, 2, 36] = np.inf  # before row 3 of plane 0
+    x[0, 0, 6, 36] = -np.inf  # the plane's last: before plane 1's first row
+    x[0, 1, 4, 36] = np.nan
+    x[0, 2, 0, 36] = np.inf
+    expected = refmnn.Session(model, check=False).run({"X": x})["Y"]
+    finite = np.isfinite(expected)
+    assert 0 < finite.sum() < finite.size
+
+    def same(scheme, outputs):  # type: ignore[no-untyped-def]
+        got = outputs[0]
+        np.testing.assert_array_equal(np.isfinite(got), finite, err_msg=scheme)
+        np.testing.assert_array_equal(got[~finite], expected[~finite], err_msg=scheme)
+        np.testing.assert_allclose(got[finite], expected[finite], rtol=1e-5, atol=1e-5,
+                                   err_msg=scheme)
+
+    check_node(model, {"X": x}, tol=None, must_run=("depthwise3x3", *SIMD_DW_S2), inspect=same)
 
 
 @pytest.mark.parametrize("parallel_min", [None, 0])

@@ -17,7 +17,7 @@ gives Numba one:
   registers made LLVM spill a 4 x 24 tile's accumulators to the stack in a packed-weights
   product, 1.7-2x slower); :func:`vpair` -- two adjacent elements, each in four lanes (a
   dot product against weights packed four rows at a time); :func:`vlane` -- one lane as a
-  float32;
+  float32; :func:`vset` -- a vector with one lane replaced;
 * :func:`veven`, :func:`vodd` -- the even or the odd lanes of the sixteen of two vectors (a
   stride-2 load as two unit-stride ones and a de-interleave), each within the 128-bit halves
   (one ``vshufps``), so in the lane order ``0, 1, 4, 5, 2, 3, 6, 7``; :func:`vorder` puts a
@@ -171,6 +171,16 @@ def vlane(typingctx: Any, value: Any, lane: Any) -> Any:
     return types.float32(f32x8, lane), codegen
 
 
+@intrinsic
+def vset(typingctx: Any, value: Any, lane: Any, x: Any) -> Any:
+    """``value`` with lane ``lane`` (0..7) replaced by the float32 ``x`` (one insert)."""
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        return builder.insert_element(args[0], args[2], args[1])
+
+    return f32x8(f32x8, lane, types.float32), codegen
+
+
 def _shuffle(mask: list[int]) -> Any:
     """Codegen of a shuffle of two vectors (16 lanes, the first's first) by ``mask``."""
 
@@ -250,4 +260,4 @@ def vclamp(typingctx: Any, a: Any, lo: Any, hi: Any) -> Any:
 
 
 __all__ = ["LANES", "f32x8", "native", "vadd", "vbroadcast", "vclamp", "veven", "vfma", "vlane",
-           "vload", "vodd", "vorder", "vpair", "vrelu", "vsplat", "vstore"]
+           "vload", "vodd", "vorder", "vpair", "vrelu", "vset", "vsplat", "vstore"]
