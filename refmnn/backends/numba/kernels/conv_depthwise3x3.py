@@ -393,24 +393,17 @@ def s2_vector_span(wd: int, pl: int) -> tuple[int, int]:
 
 
 @njit(inline="always", **JIT)
-def _row_s2(xf, i, acc, k0, k1, k2):
+def _row_s2(xf, i, acc, k0, k1, k2, edge):
     """``acc + k0 * x[i + 2j] + k1 * x[i + 2j + 1] + k2 * x[i + 2j + 2]`` for the eight lanes
     ``j``: two pairs of unit-stride loads (elements ``i .. i + 15`` and ``i + 1 .. i + 16``),
     de-interleaved into their even and odd elements (no load reaches past ``i + 16``), the lanes
-    in :func:`.simd.veven`'s order."""
+    in :func:`.simd.veven`'s order. With ``edge``, element ``i`` is the column of padding before
+    the row (the previous row's last element or the plane's last before it): it is replaced by
+    zero in the loaded vector -- a select, not a weight multiplied by 0, so an inf or NaN there
+    cannot leak in."""
     a, b = vload(xf, i), vload(xf, i + 8)
-    acc = vfma(veven(a, b), k0, acc)
-    acc = vfma(vodd(a, b), k1, acc)
-    return vfma(vodd(vload(xf, i + 1), vload(xf, i + 9)), k2, acc)
-
-
-@njit(inline="always", **JIT)
-def _row_s2_left(xf, i, acc, k0, k1, k2):
-    """:func:`_row_s2` for the vector whose first output has its left tap in the column of
-    padding before the row (element ``i``, the previous row's last or the plane's last
-    before it): that element is replaced by zero in the loaded vector -- a select, not a
-    weight multiplied by 0, so an inf or NaN there cannot leak in."""
-    a, b = vset(vload(xf, i), 0, np.float32(0)), vload(xf, i + 8)
+    if edge:
+        a = vset(a, 0, np.float32(0))
     acc = vfma(veven(a, b), k0, acc)
     acc = vfma(vodd(a, b), k1, acc)
     return vfma(vodd(vload(xf, i + 1), vload(xf, i + 9)), k2, acc)
@@ -463,27 +456,19 @@ def _depthwise3x3_s2_simd(x, w, bias, out, pt, pl, first, last, mult, act, alpha
             for oh in range(oh_n):
                 r0 = 2 * oh - pt
                 o = dst + oh * ow_n
-                ow = first
                 # one column of padding on the left: output 0 in a vector too, its padding read
                 # as a zeroed lane (the element before the row; the rows before x's first row
                 # of all, which has none, keep output 0 tap by tap)
                 left = pl == 1 and first <= last and (src > 0 or r0 > 0)
-                if left:
-                    i = src + r0 * wd - 1
-                    top = _row_s2_left(xf, i, vb, k00, k01, k02) if 0 <= r0 < h else vb
-                    mid = (_row_s2_left(xf, i + wd, zero, k10, k11, k12) if 0 <= r0 + 1 < h
-                           else zero)
-                    low = (_row_s2_left(xf, i + 2 * wd, zero, k20, k21, k22) if 0 <= r0 + 2 < h
-                           else zero)
-                    acc = vadd(vadd(top, mid), low)
-                    vstore(of, o, vorder(activate8(acc, vact, lo, hi)))
-                    ow = min(8, last)
+                ow = 0 if left else first
                 while ow <= last:  # the last vector may overlap the one before it
                     i = src + r0 * wd + 2 * ow - pl
+                    edge = left and ow == 0
                     # a sum per input row (a row outside the plane adds nothing)
-                    top = _row_s2(xf, i, vb, k00, k01, k02) if 0 <= r0 < h else vb
-                    mid = _row_s2(xf, i + wd, zero, k10, k11, k12) if 0 <= r0 + 1 < h else zero
-                    low = (_row_s2(xf, i + 2 * wd, zero, k20, k21, k22) if 0 <= r0 + 2 < h
+                    top = _row_s2(xf, i, vb, k00, k01, k02, edge) if 0 <= r0 < h else vb
+                    mid = (_row_s2(xf, i + wd, zero, k10, k11, k12, edge) if 0 <= r0 + 1 < h
+                           else zero)
+                    low = (_row_s2(xf, i + 2 * wd, zero, k20, k21, k22, edge) if 0 <= r0 + 2 < h
                            else zero)
                     acc = vadd(vadd(top, mid), low)
                     vstore(of, o + ow, vorder(activate8(acc, vact, lo, hi)))
