@@ -29,8 +29,8 @@ import refmnn  # noqa: E402
 from refmnn.backends.numba import NumbaBackend  # noqa: E402
 from refmnn.schedule.plan import RunStep  # noqa: E402
 from tests.helpers import make_model  # noqa: E402
-from tests.numba_checks import (F, SIMD_1X1, SIMD_DW_S2, WINOGRAD, check_node,  # noqa: E402
-                                conv_model, rand, rel_l2)
+from tests.numba_checks import (F, SIMD_1X1, SIMD_DW_C8, SIMD_DW_S2, WINOGRAD,  # noqa: E402
+                                check_node, conv_model, rand, rel_l2)
 
 I64 = TensorProto.INT64
 
@@ -149,6 +149,23 @@ CONV_CASES = [
     ((1, 2, 5, 17), (2, 1, 3, 3), {"group": 2, "strides": [2, 2]}, ("depthwise", *SIMD_DW_S2)),
     ((1, 3, 8, 24), (3, 1, 3, 3), {"group": 3, "strides": [2, 2], "pads": [2, 2, 3, 0]},
      ("depthwise", "depthwise3x3", *SIMD_DW_S2)),
+    # depthwise3x3_c8 (eight channels a vector, transposed in and out eight pixels at a time):
+    # N = 2 and two blocks of channels, planes of 49 pixels (the last group of eight overlaps
+    # the one before); stride 2 with odd sizes; uneven padding; no padding at stride 2, where
+    # the last input row and column feed no output (the junk slot); padding wider than the
+    # kernel's reach; a plane of exactly eight pixels in and out
+    ((2, 16, 7, 7), (16, 1, 3, 3), {"group": 16, "pads": [1, 1, 1, 1]},
+     ("depthwise3x3", "depthwise3x3_same", *SIMD_DW_C8)),
+    ((1, 8, 9, 13), (8, 1, 3, 3), {"group": 8, "strides": [2, 2], "pads": [1, 1, 1, 1]},
+     ("depthwise", "depthwise3x3", "depthwise3x3_same", *SIMD_DW_C8)),
+    ((1, 16, 6, 5), (16, 1, 3, 3), {"group": 16, "pads": [0, 2, 1, 0]},
+     ("depthwise_s1", "depthwise3x3", *SIMD_DW_C8)),
+    ((2, 8, 10, 12), (8, 1, 3, 3), {"group": 8, "strides": [2, 2]},
+     ("depthwise", "depthwise3x3", *SIMD_DW_C8)),
+    ((1, 8, 4, 4), (8, 1, 3, 3), {"group": 8, "pads": [2, 2, 2, 2]},
+     ("depthwise_s1", "depthwise3x3", *SIMD_DW_C8)),
+    ((1, 8, 2, 4), (8, 1, 3, 3), {"group": 8, "pads": [1, 1, 1, 1]},
+     ("depthwise3x3", "depthwise3x3_same", *SIMD_DW_C8)),
     ((1, 3, 7, 8), (4, 3, 5, 5), {"auto_pad": "SAME_UPPER", "strides": [2, 2]}, ("direct", "im2col_gemm")),
     ((1, 3, 7, 8), (4, 3, 3, 3), {"auto_pad": "VALID"}, WINOGRAD),
     # Winograd edge tiles: output sizes not multiples of 4 (or 2), uneven and wide padding, N > 1
@@ -461,6 +478,83 @@ def test_depthwise3x3_same_edge_columns_with_inf_and_nan():
     np.testing.assert_allclose(got[finite], expected[finite], rtol=1e-5, atol=1e-5)
 
 
+def _same_nonfinite(expected):  # type: ignore[no-untyped-def]
+    """A check_node ``inspect`` that wants ``expected``'s infs and NaNs exactly where they are,
+    and its finite outputs within 1e-5."""
+    finite = np.isfinite(expected)
+    assert 0 < finite.sum() < finite.size
+
+    def same(scheme, outputs):  # type: ignore[no-untyped-def]
+        got = outputs[0]
+        np.testing.assert_array_equal(np.isfinite(got), finite, err_msg=scheme)
+        np.testing.assert_array_equal(got[~finite], expected[~finite], err_msg=scheme)
+        np.testing.assert_allclose(got[finite], expected[finite], rtol=1e-5, atol=1e-5,
+                                   err_msg=scheme)
+
+    return same
+
+
+def test_depthwise_c8_padding_and_overlap_with_inf_and_nan():
+    """depthwise3x3_c8 reads only its zero-padded block buffer and stores a plane's last group
+    of eight pixels twice (overlapping the group before): +-inf and NaN on the planes' edges
+    and in that overlap must reach exactly the outputs whose windows hold them, as in the
+    reference, at stride 1 and 2."""
+    if not SIMD_DW_C8:
+        pytest.skip("depthwise3x3_c8 applies only on CPUs with AVX2 and FMA")
+    for stride in (1, 2):
+        model = conv_model((1, 8, 7, 7), (8, 1, 3, 3), group=8, strides=[stride, stride],
+                           pads=[1, 1, 1, 1])
+        x = rand(1, 8, 7, 7)
+        x[0, 0, 0, 0] = np.inf  # the plane's first pixel
+        x[0, 3, 6, 6] = -np.inf  # the last, in the overlapping group
+        x[0, 5, 3, 0] = np.nan  # a row's first column
+        x[0, 7, 2, 6] = np.inf  # a row's last
+        expected = refmnn.Session(model, check=False).run({"X": x})["Y"]
+        check_node(model, {"X": x}, tol=None, must_run=SIMD_DW_C8,
+                   inspect=_same_nonfinite(expected))
+
+
+def test_depthwise_c8_is_chosen_for_small_planes_and_stride_2():
+    """The costs give depthwise3x3_c8 MobileNetV2's depthwise layers on small planes and at
+    stride 2 down to 28 x 28, and leave the large stride-1 planes to depthwise3x3_same and
+    96 @ 112 at stride 2 to depthwise3x3_s2_simd (the kernels' times in
+    conv_depthwise3x3_c8's docstring)."""
+    def chosen(c, h, s):  # type: ignore[no-untyped-def]
+        model = conv_model((1, c, h, h), (c, 1, 3, 3), group=c, strides=[s, s],
+                           pads=[1, 1, 1, 1])
+        plan = refmnn.Session(model, backends=("numba",), check=False).resize()
+        return next(str(st.scheme) for st in plan.steps if isinstance(st, RunStep))
+
+    if not SIMD_DW_C8:
+        pytest.skip("depthwise3x3_c8 applies only on CPUs with AVX2 and FMA")
+    for c, h, s in ((960, 7, 1), (384, 14, 1), (576, 14, 2), (192, 28, 2), (144, 56, 2)):
+        assert chosen(c, h, s) == "depthwise3x3_c8", (c, h, s)
+    for c, h in ((192, 28), (144, 56), (32, 112)):
+        assert chosen(c, h, 1) == "depthwise3x3_same", (c, h)
+    assert chosen(96, 112, 2) == "depthwise3x3_s2_simd"
+
+
+def test_vtranspose_is_the_8x8_transpose():
+    """simd.vtranspose returns the columns of the matrix whose rows it is given."""
+    if not SIMD_DW_C8:
+        pytest.skip("the 8-lane vectors are tested where the CPU has AVX2 and FMA")
+    from numba import njit
+
+    from refmnn.backends.numba.kernels.simd import vload, vstore, vtranspose
+
+    @njit
+    def transpose(a, out):  # type: ignore[no-untyped-def]
+        c = vtranspose(vload(a, 0), vload(a, 8), vload(a, 16), vload(a, 24), vload(a, 32),
+                       vload(a, 40), vload(a, 48), vload(a, 56))
+        for j in range(8):
+            vstore(out, 8 * j, c[j])
+
+    a = rand(64)
+    out = np.zeros(64, np.float32)
+    transpose(a, out)
+    np.testing.assert_array_equal(out.reshape(8, 8), a.reshape(8, 8).T)
+
+
 def test_depthwise_s2_left_padding_reads_no_inf_or_nan_across_the_row_edge():
     """depthwise3x3_s2_simd computes a row's output 0 (one column of padding on the left) in a
     vector whose first lane reads the element before the row -- the previous row's last, or the
@@ -473,17 +567,8 @@ def test_depthwise_s2_left_padding_reads_no_inf_or_nan_across_the_row_edge():
     x[0, 1, 4, 36] = np.nan
     x[0, 2, 0, 36] = np.inf
     expected = refmnn.Session(model, check=False).run({"X": x})["Y"]
-    finite = np.isfinite(expected)
-    assert 0 < finite.sum() < finite.size
-
-    def same(scheme, outputs):  # type: ignore[no-untyped-def]
-        got = outputs[0]
-        np.testing.assert_array_equal(np.isfinite(got), finite, err_msg=scheme)
-        np.testing.assert_array_equal(got[~finite], expected[~finite], err_msg=scheme)
-        np.testing.assert_allclose(got[finite], expected[finite], rtol=1e-5, atol=1e-5,
-                                   err_msg=scheme)
-
-    check_node(model, {"X": x}, tol=None, must_run=("depthwise3x3", *SIMD_DW_S2), inspect=same)
+    check_node(model, {"X": x}, tol=None, must_run=("depthwise3x3", *SIMD_DW_S2),
+               inspect=_same_nonfinite(expected))
 
 
 @pytest.mark.parametrize("parallel_min", [None, 0])
@@ -645,11 +730,14 @@ def test_each_jit_build_has_its_own_disk_cache_entry():  # type: ignore[no-untyp
             assert first is value, f"{name} and {module.__name__}.{attr} share the cache name {key}"
             seen += 1
     assert seen > 20  # the scan found the kernels
-    from refmnn.backends.numba.kernels import conv_depthwise3x3, fused
-    for name in ("conv_depthwise3x3", "conv_depthwise3x3_same", "conv_depthwise3x3_s2_simd"):
-        serial = getattr(conv_depthwise3x3, name + "_serial")
+    from refmnn.backends.numba.kernels import conv_depthwise3x3, conv_depthwise3x3_c8, fused
+    for module, name in ((conv_depthwise3x3, "conv_depthwise3x3"),
+                         (conv_depthwise3x3, "conv_depthwise3x3_same"),
+                         (conv_depthwise3x3, "conv_depthwise3x3_s2_simd"),
+                         (conv_depthwise3x3_c8, "conv_depthwise3x3_c8")):
+        serial = getattr(module, name + "_serial")
         assert serial.targetoptions.get("parallel") is not True
-        assert getattr(conv_depthwise3x3, name).targetoptions.get("parallel") is True
+        assert getattr(module, name).targetoptions.get("parallel") is True
     assert fused.epilogue_serial.py_func.__qualname__ == "epilogue_kernel_serial"
     from refmnn.backends.numba.kernels import attention
     assert attention.attend_blas.py_func.__qualname__ == "_attend_blas"

@@ -15,7 +15,7 @@ from onnx import helper, numpy_helper  # noqa: E402
 
 from tests.helpers import make_model  # noqa: E402
 from refmnn.schedule.plan import RunStep  # noqa: E402
-from tests.numba_checks import (F, RNG, SIMD_1X1, SIMD_DW_S2, SIMD_FEW, WINOGRAD,  # noqa: E402
+from tests.numba_checks import (F, RNG, SIMD_1X1, SIMD_DW_C8, SIMD_DW_S2, SIMD_FEW, WINOGRAD,  # noqa: E402
                                 check_node, conv_model, rand, rel_l2)
 
 FUSED_ACTS = [("none", {}), ("relu", {}), ("clip", {"activation_min": 0.0, "activation_max": 0.5}),
@@ -91,23 +91,26 @@ def test_fused_conv_1x1_activation_passes_nan(act, params, residual, width):
 @pytest.mark.parametrize(("stride", "pads", "scheme", "width"), [
     (1, [1, 2, 2, 0], "depthwise3x3", 8), (2, [1, 2, 2, 0], "depthwise3x3", 8),
     (1, [2, 1, 0, 1], "depthwise3x3_same", 8), (2, [2, 1, 0, 1], "depthwise3x3_same", 8),
-    *[(2, [1, 1, 2, 0], scheme, 35) for scheme in SIMD_DW_S2]])
+    *[(2, [1, 1, 2, 0], scheme, 35) for scheme in SIMD_DW_S2],
+    *[(s, [1, 2, 2, 0], scheme, 8) for scheme in SIMD_DW_C8 for s in (1, 2)]])
 def test_fused_depthwise3x3(act, params, residual, stride, pads, scheme, width):
-    """depthwise3x3, depthwise3x3_same and depthwise3x3_s2_simd apply bias and activation in
-    their own pass (the last in registers for Relu and Clip, a pass over each row for the
-    others) and leave a residual, then the activation too, to the epilogue: N = 2, odd sizes,
-    uneven padding, stride 1 and 2."""
-    w = numpy_helper.from_array(rand(6, 1, 3, 3), "W")
-    b = numpy_helper.from_array(rand(6), "B")
-    x_shape = (2, 6, 9, width)
+    """depthwise3x3, depthwise3x3_same, depthwise3x3_s2_simd and depthwise3x3_c8 apply bias
+    and activation in their own pass (the last two in registers for Relu and Clip, then a pass
+    over each row or block for the others) and leave a residual, then the activation too, to
+    the epilogue: N = 2, odd sizes, uneven padding, stride 1 and 2 (16 channels, two blocks of
+    eight, for depthwise3x3_c8; 6 for the others)."""
+    c = 16 if scheme in SIMD_DW_C8 else 6
+    w = numpy_helper.from_array(rand(c, 1, 3, 3), "W")
+    b = numpy_helper.from_array(rand(c), "B")
+    x_shape = (2, c, 9, width)
     oh = (9 + pads[0] + pads[2] - 3) // stride + 1
     ow = (width + pads[1] + pads[3] - 3) // stride + 1
     inputs = ["X", "W", "B"] + (["Z"] if residual else [])
-    node = helper.make_node("FusedConv", inputs, ["Y"], name="n0", domain="refmnn", group=6,
+    node = helper.make_node("FusedConv", inputs, ["Y"], name="n0", domain="refmnn", group=c,
                             pads=pads, strides=[stride, stride], activation=act, **params)
-    decl = [("X", F, x_shape)] + ([("Z", F, (2, 6, oh, ow))] if residual else [])
+    decl = [("X", F, x_shape)] + ([("Z", F, (2, c, oh, ow))] if residual else [])
     model = make_model([node], decl, [("Y", F, None)], initializers=[w, b], extra_opsets=[("refmnn", 1)])
-    feeds = {"X": rand(*x_shape), **({"Z": rand(2, 6, oh, ow)} if residual else {})}
+    feeds = {"X": rand(*x_shape), **({"Z": rand(2, c, oh, ow)} if residual else {})}
     check_node(model, feeds, must_run=(scheme,))
 
 
@@ -279,16 +282,19 @@ def test_direct_few_apply_to_few_channels_only():
 
 @pytest.mark.parametrize(("stride", "scheme", "width"), [
     (2, "depthwise3x3", 9), (1, "depthwise3x3_same", 9), (2, "depthwise3x3_same", 9),
-    *[(2, scheme, 20) for scheme in SIMD_DW_S2]])
+    *[(2, scheme, 20) for scheme in SIMD_DW_S2],
+    *[(s, scheme, 9) for scheme in SIMD_DW_C8 for s in (1, 2)]])
 def test_depthwise3x3_parallel_parts(stride, scheme, width, monkeypatch):
     """The parallel copy of the depthwise3x3 loops (several parts, each its own scratch where
-    the scheme has one)."""
+    the scheme has one; depthwise3x3_c8: three images of three blocks of eight channels, so the
+    parts' runs of blocks cross images)."""
     from refmnn.backends.numba.kernels import conv_depthwise3x3
 
     monkeypatch.setattr(conv_depthwise3x3, "DEPTHWISE_PARALLEL_MIN", 0)
-    check_node(conv_model((3, 5, 7, width), (5, 1, 3, 3), group=5, pads=[1, 1, 1, 1],
+    c = 24 if scheme in SIMD_DW_C8 else 5
+    check_node(conv_model((3, c, 7, width), (c, 1, 3, 3), group=c, pads=[1, 1, 1, 1],
                           strides=[stride, stride]),
-               {"X": rand(3, 5, 7, width)}, must_run=(scheme,))
+               {"X": rand(3, c, 7, width)}, must_run=(scheme,))
 
 
 @pytest.mark.parametrize("split", [False, True])

@@ -66,7 +66,9 @@ mobilenet_v2 8.35 / 7.38 / 7.32 ms and mobilenet_v1 14.63 / 12.98 / 12.91 ms.
 ``gemm_1x1_simd`` -- ``gemm_1x1`` as a register-blocked product on packed operands, in
 :mod:`.conv_1x1_simd`.
 ``depthwise3x3``, ``depthwise3x3_same``, ``depthwise3x3_s2_simd`` -- depthwise 3x3 (MobileNet's
-    layers), in :mod:`.conv_depthwise3x3` (the loops, costs and measured tables).
+    layers), in :mod:`.conv_depthwise3x3` (the loops, costs and measured tables);
+    ``depthwise3x3_c8`` the same with eight channels in a vector's lanes (transposed in and out
+    of NCHW in registers, for small planes and stride 2), in :mod:`.conv_depthwise3x3_c8`.
 ``direct3x3_few``, ``direct7x7_few`` -- 3x3 or 7x7, one group, at most four input channels (a
     first layer on an RGB image: MobileNet's and SqueezeNet's 3x3, ResNet's 7x7), in
     :mod:`.conv_direct_few`; ``direct3x3_few_simd`` the 3x3 one in register tiles.
@@ -108,6 +110,9 @@ from refmnn.backends.numba.kernels.conv_depthwise3x3 import (Depthwise3x3Conv,
                                                              depthwise3x3_same_cost,
                                                              is_depthwise3x3_s2_simd,
                                                              is_depthwise_3x3_same)
+from refmnn.backends.numba.kernels.conv_depthwise3x3_c8 import (Depthwise3x3C8Conv,
+                                                                depthwise3x3_c8_cost,
+                                                                is_depthwise3x3_c8)
 from refmnn.backends.numba.kernels.conv_im2col_s2 import (Im2colS2Conv, im2col_s2_cost,
                                                           is_im2col_s2)
 from refmnn.backends.numba.kernels.conv_winograd import (Winograd23Conv, Winograd23SimdConv,
@@ -527,6 +532,9 @@ def _schemes(fused: bool) -> tuple[Scheme, ...]:
         Scheme("depthwise3x3_s2_simd", lambda b, s: Depthwise3x3S2SimdConv(b),
                applies=when(is_depthwise3x3_s2_simd), cost=depthwise3x3_s2_simd_cost,
                doc="3x3 stride-2 depthwise from the planes, 8 outputs a vector, de-interleaved"),
+        Scheme("depthwise3x3_c8", lambda b, s: Depthwise3x3C8Conv(b),
+               applies=when(is_depthwise3x3_c8), cost=depthwise3x3_c8_cost,
+               doc="3x3 depthwise, 8 channels a vector, transposed in and out in registers"),
         Scheme("direct3x3_few", lambda b, s: DirectFewConv(b), applies=when(is_direct3x3_few),
                cost=direct3x3_few_cost,
                doc="3x3 with <= 4 input channels: padded planes, taps unrolled per channel"),

@@ -24,6 +24,9 @@ gives Numba one:
   result computed lane-wise from such vectors back in order (one lane-crossing ``vpermpd``
   per result instead of one per de-interleave, as an in-order shuffle would cost: 10% less
   time in ``depthwise3x3_s2_simd``);
+* :func:`vtranspose` -- eight vectors as the rows of an 8 x 8 matrix, returned as its eight
+  columns (24 shuffles: eight channels' rows of pixels into eight pixels' vectors of channels
+  and back, for ``depthwise3x3_c8``);
 * :func:`vadd` -- ``a + b`` lane-wise; :func:`vrelu`, :func:`vclamp` -- the Relu and Clip
   activations lane-wise, as the scalar ``fused.activate`` computes them (NaN passes through);
 * :func:`vfma` -- ``a * b + c`` lane-wise, LLVM's ``llvm.fma.v8f32`` (one ``vfmadd231ps`` on
@@ -213,6 +216,34 @@ def vorder(typingctx: Any, a: Any) -> Any:
 
 
 @intrinsic
+def vtranspose(typingctx: Any, r0: Any, r1: Any, r2: Any, r3: Any, r4: Any, r5: Any, r6: Any,
+               r7: Any) -> Any:
+    """The columns of the 8 x 8 matrix whose rows are ``r0 .. r7``, as a tuple of eight vectors
+    (column ``j``'s lane ``i`` is ``ri``'s lane ``j``): pairs of rows interleaved by lane
+    (``vunpcklps`` / ``vunpckhps``), then by lane pair (``vshufps``), then the 128-bit halves
+    exchanged (``vperm2f128``), eight shuffles each."""
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        def shuffle(a: Any, b: Any, mask: list[int]) -> Any:
+            return builder.shuffle_vector(
+                a, b, ir.Constant(ir.VectorType(ir.IntType(32), LANES), mask))
+
+        def stage(rows: list[Any], first: list[int], second: list[int]) -> list[Any]:
+            """``first`` and ``second`` of rows (0, 1), (2, 3), ... paired as ``pairs`` says."""
+            return [shuffle(rows[i], rows[j], mask) for i, j in pairs for mask in (first, second)]
+
+        pairs = [(0, 1), (2, 3), (4, 5), (6, 7)]
+        t = stage(list(args), [0, 8, 1, 9, 4, 12, 5, 13], [2, 10, 3, 11, 6, 14, 7, 15])
+        pairs = [(0, 2), (1, 3), (4, 6), (5, 7)]
+        u = stage(t, [0, 1, 8, 9, 4, 5, 12, 13], [2, 3, 10, 11, 6, 7, 14, 15])
+        low, high = [0, 1, 2, 3, 8, 9, 10, 11], [4, 5, 6, 7, 12, 13, 14, 15]
+        columns = [shuffle(u[i], u[i + 4], half) for half in (low, high) for i in range(4)]
+        return context.make_tuple(builder, sig.return_type, columns)
+
+    return types.UniTuple(f32x8, LANES)(*[f32x8] * LANES), codegen
+
+
+@intrinsic
 def vfma(typingctx: Any, a: Any, b: Any, c: Any) -> Any:
     """``a * b + c`` lane-wise, rounded once (``llvm.fma.v8f32``)."""
 
@@ -260,4 +291,5 @@ def vclamp(typingctx: Any, a: Any, lo: Any, hi: Any) -> Any:
 
 
 __all__ = ["LANES", "f32x8", "native", "vadd", "vbroadcast", "vclamp", "veven", "vfma", "vlane",
-           "vload", "vodd", "vorder", "vpair", "vrelu", "vset", "vsplat", "vstore"]
+           "vload", "vodd", "vorder", "vpair", "vrelu", "vset", "vsplat", "vstore",
+           "vtranspose"]
