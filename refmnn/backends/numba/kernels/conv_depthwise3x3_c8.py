@@ -68,7 +68,7 @@ from numba import njit, prange
 
 from refmnn.backends.base import NodeSpec, Storage
 from refmnn.backends.numba.kernels._common import JIT, PJIT, renamed
-from refmnn.backends.numba.kernels.conv_base import conv_params, is_depthwise_3x3
+from refmnn.backends.numba.kernels.conv_base import is_depthwise_3x3
 from refmnn.backends.numba.kernels.conv_depthwise3x3 import Depthwise3x3Conv
 from refmnn.backends.numba.kernels.fused import CLIP, NONE, RELU, activate_row
 from refmnn.backends.numba.kernels.gemm_simd import activate8
