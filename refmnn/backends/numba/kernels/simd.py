@@ -228,14 +228,15 @@ def vtranspose(typingctx: Any, r0: Any, r1: Any, r2: Any, r3: Any, r4: Any, r5: 
             return builder.shuffle_vector(
                 a, b, ir.Constant(ir.VectorType(ir.IntType(32), LANES), mask))
 
-        def stage(rows: list[Any], first: list[int], second: list[int]) -> list[Any]:
-            """``first`` and ``second`` of rows (0, 1), (2, 3), ... paired as ``pairs`` says."""
+        def stage(rows: list[Any], pairs: list[tuple[int, int]], first: list[int],
+                  second: list[int]) -> list[Any]:
+            """Each pair of ``rows`` shuffled by ``first``, then by ``second``."""
             return [shuffle(rows[i], rows[j], mask) for i, j in pairs for mask in (first, second)]
 
-        pairs = [(0, 1), (2, 3), (4, 5), (6, 7)]
-        t = stage(list(args), [0, 8, 1, 9, 4, 12, 5, 13], [2, 10, 3, 11, 6, 14, 7, 15])
-        pairs = [(0, 2), (1, 3), (4, 6), (5, 7)]
-        u = stage(t, [0, 1, 8, 9, 4, 5, 12, 13], [2, 3, 10, 11, 6, 7, 14, 15])
+        t = stage(list(args), [(0, 1), (2, 3), (4, 5), (6, 7)], [0, 8, 1, 9, 4, 12, 5, 13],
+                  [2, 10, 3, 11, 6, 14, 7, 15])
+        u = stage(t, [(0, 2), (1, 3), (4, 6), (5, 7)], [0, 1, 8, 9, 4, 5, 12, 13],
+                  [2, 3, 10, 11, 6, 7, 14, 15])
         low, high = [0, 1, 2, 3, 8, 9, 10, 11], [4, 5, 6, 7, 12, 13, 14, 15]
         columns = [shuffle(u[i], u[i + 4], half) for half in (low, high) for i in range(4)]
         return context.make_tuple(builder, sig.return_type, columns)
