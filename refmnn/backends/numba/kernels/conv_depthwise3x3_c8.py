@@ -68,7 +68,7 @@ from numba import njit, prange
 
 from refmnn.backends.base import NodeSpec, Storage
 from refmnn.backends.numba.kernels._common import JIT, PJIT, renamed
-from refmnn.backends.numba.kernels.conv_base import is_depthwise_3x3
+from refmnn.backends.numba.kernels.conv_base import conv_params, is_depthwise_3x3
 from refmnn.backends.numba.kernels.conv_depthwise3x3 import Depthwise3x3Conv
 from refmnn.backends.numba.kernels.fused import CLIP, NONE, RELU, activate_row
 from refmnn.backends.numba.kernels.gemm_simd import activate8
@@ -132,9 +132,9 @@ def _pixel(buf, i, pitch, k, last, bias, act, lo, hi):
     return activate8(vfma(vload(buf, i + 2 * pitch + 2 * LANES), last, a), act, lo, hi)
 
 
-def _depthwise3x3_c8(x, wf, bias, out, ipos, opos, pitch, act, alpha, lo, hi, scratch, parts):
-    """3x3 depthwise, eight channels a vector (see the module docstring): ``wf`` the weights
-    ``[C, 1, 3, 3]`` flat, ``bias [C]`` C-contiguous, ``ipos``, ``opos`` and ``pitch`` from
+def _depthwise3x3_c8(x, w, bias, out, ipos, opos, pitch, act, alpha, lo, hi, scratch, parts):
+    """3x3 depthwise, eight channels a vector (see the module docstring): ``w`` the weights
+    ``[C, 1, 3, 3]``, ``bias [C]``, C-contiguous, ``ipos``, ``opos`` and ``pitch`` from
     :func:`c8_tables`. ``parts`` workers (``prange``), each over a contiguous run of the
     (n, block of eight channels) pairs -- which are the runs of eight planes of x and out, as
     C is a multiple of 8 -- with its own padded buffer ``scratch[part]``."""
@@ -142,7 +142,7 @@ def _depthwise3x3_c8(x, wf, bias, out, ipos, opos, pitch, act, alpha, lo, hi, sc
     ohw = out.shape[2] * out.shape[3]
     channels = x.shape[1]
     jobs = x.shape[0] * channels // LANES
-    xf, of = x.reshape(x.size), out.reshape(out.size)
+    xf, of, wf = x.reshape(x.size), out.reshape(out.size), w.reshape(w.size)
     vact = act if act == RELU or act == CLIP else NONE  # the one in registers
     for part in prange(parts):
         buf = scratch[part]
@@ -208,17 +208,14 @@ class Depthwise3x3C8Conv(Depthwise3x3Conv):
     buffer, position tables (STATIC, made in ``prepare``), loops and their arguments."""
 
     def scratch_per_part(self, spec: NodeSpec) -> int:
-        return self._tables(spec)[3]
-
-    def _tables(self, spec: NodeSpec) -> tuple[np.ndarray, np.ndarray, int, int]:
-        _, _, h, w = (int(d) for d in spec.inputs[0].shape)
-        oh, ow = (int(d) for d in spec.outputs[0].shape[2:])
-        _, _, s, _, _, _, pt, pl, _, _, _ = self.params
-        return c8_tables(h, w, oh, ow, s, pt, pl)
+        return self.size  # the padded block buffer's, from the tables made in prepare
 
     def prepare(self, spec: NodeSpec) -> None:
-        super().prepare(spec)
-        ipos, opos, self.pitch, _ = self._tables(spec)
+        _, _, h, w = (int(d) for d in spec.inputs[0].shape)
+        oh, ow = (int(d) for d in spec.outputs[0].shape[2:])
+        _, _, s, _, _, _, pt, pl, _, _, _ = conv_params(spec)
+        ipos, opos, self.pitch, self.size = c8_tables(h, w, oh, ow, s, pt, pl)
+        super().prepare(spec)  # sizes the workspace by scratch_per_part
         buf = self.backend.allocate(4 * (ipos.size + opos.size), Storage.STATIC)
         tables = buf.handle[:4 * (ipos.size + opos.size)].view(np.int32)
         tables[:ipos.size], tables[ipos.size:] = ipos, opos
@@ -227,9 +224,7 @@ class Depthwise3x3C8Conv(Depthwise3x3Conv):
     def arguments(self, inputs, out, scratch) -> tuple:  # type: ignore[no-untyped-def]
         """The loops' arguments (see :func:`_depthwise3x3_c8`)."""
         ep = self.epilogue
-        wf = np.ascontiguousarray(inputs[1], dtype=np.float32).reshape(-1)
-        bias = np.ascontiguousarray(self.bias(inputs), dtype=np.float32)
-        return (inputs[0], wf, bias, out, self.ipos, self.opos, self.pitch, self.act, ep.alpha,
+        return (inputs[0], inputs[1], self.bias(inputs), out, self.ipos, self.opos, self.pitch, self.act, ep.alpha,
                 ep.lo, ep.hi, scratch, self.parts)
 
     loops = (conv_depthwise3x3_c8, conv_depthwise3x3_c8_serial)
