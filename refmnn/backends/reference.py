@@ -43,16 +43,25 @@ class ReferenceKernel(Kernel):
     def __init__(self, spec: NodeSpec, context: OpContext) -> None:
         self.spec = spec
         self.context = context
+        # Fixed per node, so worked out once here rather than on every run: the function, its
+        # keyword arguments (attributes with defaults, the context when it takes one) and the
+        # Nones that stand for trailing optional inputs the node omits.
+        self._function = spec.opdef.reference
+        self._keywords = dict(spec.attrs)
+        if spec.opdef.takes_context:
+            self._keywords["ctx"] = context
+        given = len(spec.node.inputs)
+        self._padding = spec.opdef.pad_inputs([None] * given)[given:]
+        self._writes_out = spec.opdef.writes_out
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], workspace: Any | None) -> None:
-        spec = self.spec
-        inputs = spec.opdef.pad_inputs(list(inputs))
-        keywords = dict(spec.attrs)
-        if spec.opdef.takes_context:
-            keywords["ctx"] = self.context
-        if spec.opdef.writes_out and outputs and isinstance(outputs[0], np.ndarray):
-            keywords["out"] = outputs[0]  # the function writes there when it fits (into())
-        result = spec.opdef.reference(*inputs, **keywords)
+        if self._padding:
+            inputs = [*inputs, *self._padding]
+        if self._writes_out and outputs and isinstance(outputs[0], np.ndarray):
+            # the function writes into the planned view when it fits (into())
+            result = self._function(*inputs, out=outputs[0], **self._keywords)
+        else:
+            result = self._function(*inputs, **self._keywords)
         results = result if isinstance(result, tuple) else (result,)
         for index, target in enumerate(outputs):
             if target is None or (index < len(results) and results[index] is target):

@@ -304,7 +304,7 @@ def _binary_out(out: np.ndarray | None, A: np.ndarray, B: np.ndarray) -> np.ndar
     has that dtype too), else None: never a silent broadcast or cast into a wrong buffer."""
     if out is None or A.dtype != B.dtype:
         return None
-    return into(out, np.broadcast_shapes(A.shape, B.shape), A.dtype)
+    return into(out, np.broadcast(A, B).shape, A.dtype)  # (a C call; broadcast_shapes is slow)
 
 
 @op("Add", since=7, inputs=("A", "B"), outputs=("C",), infer=broadcast())
