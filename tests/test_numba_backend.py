@@ -60,15 +60,44 @@ def test_zoo_model_runs_entirely_on_numba(name):
     from refmnn import zoo
 
     path = zoo.export_onnx(name)
-    feeds = zoo.make_inputs(name, seed=0)
-    expected = refmnn.Session(path).run(feeds)
+    reference = refmnn.Session(path)
     session = refmnn.Session(path, backends=("numba",))
-    got = session.run(feeds)
+    # a second run with other inputs: the kernels' calls, bound to the arena's arrays in the
+    # first run (kernels._common.Bound), must read the arrays' new contents
+    for seed in (0, 1):
+        feeds = zoo.make_inputs(name, seed=seed)
+        expected, got = reference.run(feeds), session.run(feeds)
+        for key, value in expected.items():
+            assert rel_l2(got[key], value) <= 1e-5, (seed, key, rel_l2(got[key], value))
     elsewhere = [f"{s.node.name} ({s.node.op})" for s in session.plan.steps
                  if isinstance(s, RunStep) and s.backend != "numba"]
     assert not elsewhere, f"nodes not on numba: {elsewhere}"
-    for key, value in expected.items():
-        assert rel_l2(got[key], value) <= 1e-5, (key, rel_l2(got[key], value))
+
+
+def test_bound_calls_follow_the_arrays():
+    """Bound makes a kernel's calls once per set of arrays, runs them on every call (reading the
+    arrays' current contents), makes them again for other arrays, and never binds an array that
+    is not C-contiguous."""
+    from refmnn.backends.numba.kernels._common import Bound
+
+    bound, made = Bound(), []
+
+    def make(x, out):  # type: ignore[no-untyped-def]
+        made.append(x)
+        return ((np.add, (x, np.float32(1), out)),)
+
+    a, out = rand(4, 3), np.zeros((4, 3), np.float32)
+    bound((a, out), lambda: make(a, out))
+    a[:] = rand(4, 3)  # same arrays, new contents
+    bound((a, out), lambda: pytest.fail("made again for the same arrays"))
+    assert len(made) == 1 and np.array_equal(out, a + 1)
+    b = rand(4, 3)
+    bound((b, out), lambda: make(b, out))
+    assert len(made) == 2 and np.array_equal(out, b + 1)
+    t = rand(3, 4).T  # not C-contiguous: made on every call
+    for _ in range(2):
+        bound((t, out), lambda: make(t, out))
+    assert len(made) == 4 and np.array_equal(out, t + 1)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import numpy as np
 from numba import njit
 
 from refmnn.backends.base import NodeSpec
+from refmnn.backends.numba._blas import Binding
 from refmnn.dtypes import DType
 from refmnn.ops._erf import ERF32_P, ERF32_Q
 from refmnn.ops.raster import contiguous_strides
@@ -68,6 +69,52 @@ PARALLEL_LOCK = threading.Lock()
 """Held around every call of a ``parallel=True`` kernel: Numba's workqueue threading layer
 aborts the process if two threads enter parallel loops at once; the OpenMP layer is thread-safe,
 but two sessions' loops at once would only oversubscribe the cores, so they take turns there too."""
+
+
+Call = tuple[Callable[..., Any], tuple[Any, ...]]
+"""One call a kernel's run makes: a compiled function (or any callable) and its arguments."""
+
+
+class Bound:
+    """A kernel's calls for the arrays of one run, made again only when the executor hands it
+    other arrays.
+
+    The executor passes the same tensors every run (views of its arenas, made once per plan),
+    so the views, argument tuples and checks that a kernel's ``run`` makes in Python are made
+    once; a run is then its calls alone, under :data:`PARALLEL_LOCK`. In MobileNetV2 that work
+    was 5% of the numba backend's run. This is :class:`.._blas.Binding`'s idea for the BLAS
+    products, applied to the compiled loops. Arrays that are not C-contiguous are never bound
+    (a reshaped view of one may be a copy, which a later run would read stale), and the arrays
+    are held, so that their ids cannot be reused while they are the key.
+
+    A kernel's calls may depend only on the arrays' identity, never on their values (which
+    change from run to run): on shapes, on views, on what ``prepare`` worked out.
+    """
+
+    __slots__ = ("ids", "arrays", "calls")
+
+    def __init__(self) -> None:
+        self.ids: tuple[int, ...] = ()
+        self.arrays: tuple[Any, ...] = ()
+        self.calls: tuple[Call, ...] = ()
+
+    def __call__(self, arrays: tuple[Any, ...], make: Callable[[], tuple[Call, ...]]) -> None:
+        """Run the calls bound to ``arrays`` (``make()`` builds them when the arrays are new)."""
+        ids = tuple(map(id, arrays))
+        if ids == self.ids:
+            calls = self.calls
+        else:
+            calls = make()
+            bound = Binding.bindable(arrays)
+            self.ids, self.arrays, self.calls = (ids, arrays, calls) if bound else ((), (), ())
+        with PARALLEL_LOCK:
+            for function, args in calls:
+                function(*args)
+
+
+def handle(workspace: Any) -> np.ndarray | None:
+    """A workspace buffer's array (None without a workspace), for :class:`Bound`'s key."""
+    return None if workspace is None else workspace.handle
 
 
 def broadcast_layout(out_shape: Sequence[int], in_shapes: Sequence[Sequence[int]],

@@ -87,7 +87,7 @@ from numba import njit, prange
 
 from refmnn.backends.base import KernelDef, NodeSpec, Scheme
 from refmnn.backends.numba._blas import Binding
-from refmnn.backends.numba.kernels._common import F32, PARALLEL_LOCK, PJIT
+from refmnn.backends.numba.kernels._common import F32, PARALLEL_LOCK, PJIT, Bound, Call, handle
 from refmnn.backends.numba.kernels.conv_1x1_simd import (gemm_1x1_simd, gemm_1x1_simd_cost,
                                                         is_1x1_constant, packed_weights)
 from refmnn.backends.numba.kernels.conv_1x1_simd import plan as plan_1x1
@@ -426,7 +426,7 @@ class Gemm1x1SimdConv(GemmConv):
     """gemm_1x1_simd: :class:`GemmConv`'s in-panel epilogue, each image's product computed
     in Numba's register tiles on packed operands (:func:`.conv_1x1_simd.gemm_1x1_simd`, the
     epilogue per tile, in registers where the activation allows) instead of an sgemm; its own
-    ``run``, with nothing to bind."""
+    ``run``, its calls bound to the run's arrays (:class:`.Bound`)."""
 
     def prepare(self, spec: NodeSpec) -> None:
         import numba
@@ -442,22 +442,30 @@ class Gemm1x1SimdConv(GemmConv):
             oc, c, p, self.parts)
         self.plane = max(plane, 1)
         self.workspace_bytes = (self.parts * self.row + self.plane) * 4
+        self.bound = Bound()
 
     def run(self, inputs, outputs, workspace):
-        x, out = inputs[0], outputs[0]
+        self.bound((*inputs, outputs[0], handle(workspace)),
+                   lambda: self.calls(inputs, outputs[0], workspace))
+        if not self.in_panel:
+            self.epilogue(inputs, outputs[0])
+
+    def calls(self, inputs, out, workspace) -> tuple[Call, ...]:  # type: ignore[no-untyped-def]
+        """One :func:`.conv_1x1_simd.gemm_1x1_simd` call per image (see :class:`.Bound`)."""
+        x = inputs[0]
         c, oc = x.shape[1], out.shape[1]
         p = x.shape[2] * x.shape[3]
         raw = workspace.handle[:self.workspace_bytes].view(np.float32)
         scratch = raw[:self.parts * self.row].reshape(self.parts, self.row)
         plane = raw[self.parts * self.row:]
+        calls = []
         for n in range(x.shape[0]):
             o = out[n].reshape(oc, p)
             args = self.panel_args(inputs, n, 0, o) if self.in_panel else self.plain
-            with PARALLEL_LOCK:
-                gemm_1x1_simd(self.wp, oc, x[n].reshape(c, p), o, *args, self.by_rows,
-                              self.groups, self.strips, self.sub, scratch, plane)
-        if not self.in_panel:
-            self.epilogue(inputs, out)
+            calls.append((gemm_1x1_simd, (self.wp, oc, x[n].reshape(c, p), o, *args,
+                                          self.by_rows, self.groups, self.strips, self.sub,
+                                          scratch, plane)))
+        return tuple(calls)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -126,7 +126,7 @@ import numpy as np
 from numba import njit, prange
 
 from refmnn.backends.base import NodeSpec, Storage
-from refmnn.backends.numba.kernels._common import JIT, PARALLEL_LOCK, PJIT, renamed
+from refmnn.backends.numba.kernels._common import JIT, PJIT, Bound, Call, handle, renamed
 from refmnn.backends.numba.kernels.conv_base import (LOOP, ConvBase, conv_params,
                                                      is_depthwise_3x3, macs)
 from refmnn.backends.numba.kernels.fused import CLIP, NONE, RELU, activate, activate_row
@@ -509,6 +509,7 @@ class Depthwise3x3Conv(ConvBase):
         self.parts = numba.config.NUMBA_NUM_THREADS if self.parallel else 1
         self.per = self.scratch_per_part(spec)
         self.workspace_bytes = self.parts * self.per * 4
+        self.bound = Bound()
 
     def scratch_per_part(self, spec: NodeSpec) -> int:
         """float32 elements of one part's scratch: (stride 2) the padded input row, the padded
@@ -528,16 +529,16 @@ class Depthwise3x3Conv(ConvBase):
     loops = (conv_depthwise3x3, conv_depthwise3x3_serial)  # (parallel, serial) builds
 
     def run(self, inputs, outputs, workspace):
+        self.bound((*inputs, outputs[0], handle(workspace)),
+                   lambda: self.calls(inputs, outputs[0], workspace))
+        self.epilogue(inputs, outputs[0])
+
+    def calls(self, inputs, out, workspace) -> tuple[Call, ...]:  # type: ignore[no-untyped-def]
+        """The parallel or the serial loops' call (see :class:`.Bound`)."""
         scratch = workspace.handle[:self.workspace_bytes].view(np.float32).reshape(
             self.parts, self.per) if self.workspace_bytes else None
-        args = self.arguments(inputs, outputs[0], scratch)
         parallel, serial = self.loops
-        if self.parallel:
-            with PARALLEL_LOCK:
-                parallel(*args)
-        else:
-            serial(*args)
-        self.epilogue(inputs, outputs[0])
+        return ((parallel if self.parallel else serial, self.arguments(inputs, out, scratch)),)
 
 
 class Depthwise3x3SameConv(Depthwise3x3Conv):

@@ -224,7 +224,7 @@ class Depthwise3x3C8Conv(Depthwise3x3Conv):
     def arguments(self, inputs, out, scratch) -> tuple:  # type: ignore[no-untyped-def]
         """The loops' arguments (see :func:`_depthwise3x3_c8`)."""
         ep = self.epilogue
-        return (inputs[0], inputs[1], self.bias(inputs), out, self.ipos, self.opos, self.pitch, self.act, ep.alpha,
-                ep.lo, ep.hi, scratch, self.parts)
+        return (inputs[0], inputs[1], self.bias(inputs), out, self.ipos, self.opos, self.pitch,
+                self.act, ep.alpha, ep.lo, ep.hi, scratch, self.parts)
 
     loops = (conv_depthwise3x3_c8, conv_depthwise3x3_c8_serial)

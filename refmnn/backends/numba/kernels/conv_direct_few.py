@@ -108,7 +108,7 @@ import numpy as np
 from numba import njit, prange
 
 from refmnn.backends.base import NodeSpec
-from refmnn.backends.numba.kernels._common import JIT, PARALLEL_LOCK, PJIT
+from refmnn.backends.numba.kernels._common import JIT, PARALLEL_LOCK, PJIT, Bound, Call, handle
 from refmnn.backends.numba.kernels.conv_1x1_simd import packed_weights
 from refmnn.backends.numba.kernels.conv_base import ConvBase, conv_params, is_2d, macs
 from refmnn.backends.numba.kernels.conv_depthwise3x3 import (fill_padded, padded_geometry,
@@ -429,20 +429,25 @@ class DirectFewSimdConv(DirectFewConv):
         self.span = -(-((self.rows - 1) * pitch + ow) // TILE) * TILE
         self.planes = self.c * self.per_channel + SLACK
         self.workspace_bytes = (self.planes + self.parts * 4 * self.span) * 4
+        self.bound = Bound()
 
     def run(self, inputs, outputs, workspace):  # type: ignore[no-untyped-def]
+        self.bound((*inputs, outputs[0], handle(workspace)),
+                   lambda: self.calls(inputs, outputs[0], workspace))
+        self.epilogue(inputs, outputs[0])
+
+    def calls(self, inputs, out, workspace) -> tuple[Call, ...]:  # type: ignore[no-untyped-def]
+        """The :func:`conv_direct_few_simd` call (see :class:`.Bound`)."""
         _, _, s, _, _, _, pt, pl, _, _, _ = self.params
         ep = self.epilogue
         raw = workspace.handle[:self.workspace_bytes].view(np.float32)
         planes = raw[:self.planes]
         scratch = raw[self.planes:].reshape(self.parts, 4 * self.span)
-        with PARALLEL_LOCK:
-            out = outputs[0]
-            flat = out.reshape(-1) if out.flags.c_contiguous else _NO_FLAT
-            conv_direct_few_simd(inputs[0], self.wp, self.params[0], self.offsets,
-                                 self.bias(inputs), out, flat, s, pt, pl, self.act, ep.alpha,
-                                 ep.lo, ep.hi, planes, scratch, self.parts, self.rows)
-        self.epilogue(inputs, outputs[0])
+        flat = out.reshape(-1) if out.flags.c_contiguous else _NO_FLAT
+        return ((conv_direct_few_simd, (inputs[0], self.wp, self.params[0], self.offsets,
+                                        self.bias(inputs), out, flat, s, pt, pl, self.act,
+                                        ep.alpha, ep.lo, ep.hi, planes, scratch, self.parts,
+                                        self.rows)),)
 
 
 def direct3x3_few_simd_cost(spec: NodeSpec) -> float:

@@ -108,7 +108,7 @@ import numpy as np
 from numba import njit, prange
 
 from refmnn.backends.base import NodeSpec, Storage
-from refmnn.backends.numba.kernels._common import JIT, PARALLEL_LOCK, PJIT
+from refmnn.backends.numba.kernels._common import JIT, PARALLEL_LOCK, PJIT, Bound, Call, handle
 from refmnn.backends.numba.kernels.conv_base import (GEMM_CALL, GEMM_PACK, ConvBase,
                                                       gemm_columns, is_3x3_s1)
 from refmnn.backends.numba.kernels.fused import NONE, activate_row
@@ -387,31 +387,42 @@ class WinogradConv(ConvBase):
         ep.active = ep.z_input is not None and not self.z_in_loops
         self.act = NONE if ep.active else ep.act
         self.no_z = np.zeros((1, 1, 1, 1), np.float32)
+        self.bound = Bound()
 
     def run(self, inputs, outputs, workspace):
+        if self.simd:  # every step a compiled loop: bound (see :class:`.Bound`)
+            self.bound((*inputs, outputs[0], handle(workspace)),
+                       lambda: self.calls(inputs, outputs[0], workspace))
+        else:  # the products are the backend's sgemm (which takes the lock where it must)
+            for function, args in self.calls(inputs, outputs[0], workspace):
+                if function is self.backend.gemm:
+                    function(*args)
+                else:
+                    with PARALLEL_LOCK:
+                        function(*args)
+        self.epilogue(inputs, outputs[0])
+
+    def calls(self, inputs, out, workspace) -> tuple[Call, ...]:  # type: ignore[no-untyped-def]
+        """Per image: the input transform, the batched product, the output transform."""
         _, _, _, _, _, _, pt, pl, _, _, _ = self.params
         raw = workspace.handle[:self.workspace_bytes].view(np.float32)
         v = raw[:self.v_elems].reshape(self.a2, self.c, self.pitch)
         m = raw[self.v_elems:self.v_elems + self.m_elems].reshape(self.a2, self.oc, self.pitch)
+        calls: list[Call] = []
         if self.pitch > self.tiles:
             # the transforms fill and read the first ``tiles`` columns; the padding columns of
             # V are multiplied too (products never read): zeros, not the workspace's old bytes
-            v[:, :, self.tiles:] = 0
+            calls.append((v[:, :, self.tiles:].fill, (0,)))
         bias = self.bias(inputs)
         ep = self.epilogue
         z = inputs[ep.z_input] if self.z_in_loops else self.no_z
+        product = packed_batched_product if self.simd else self.backend.gemm
         for n in range(self.n):
-            with PARALLEL_LOCK:
-                self.transform_input(inputs[0], n, pt, pl, self.th, self.tw, v)
-            if self.simd:
-                with PARALLEL_LOCK:
-                    packed_batched_product(self.u, v, m)
-            else:
-                self.backend.gemm(self.u, v, m)
-            with PARALLEL_LOCK:
-                self.transform_output(m, bias, z, self.z_in_loops, outputs[0], n, self.th,
-                                      self.tw, self.act, ep.alpha, ep.lo, ep.hi)
-        self.epilogue(inputs, outputs[0])
+            calls += [(self.transform_input, (inputs[0], n, pt, pl, self.th, self.tw, v)),
+                      (product, (self.u, v, m)),
+                      (self.transform_output, (m, bias, z, self.z_in_loops, out, n, self.th,
+                                               self.tw, self.act, ep.alpha, ep.lo, ep.hi))]
+        return tuple(calls)
 
 
 class Winograd23Conv(WinogradConv):

@@ -21,7 +21,7 @@ import numpy as np
 from numba import njit, prange
 
 from refmnn.backends.base import Kernel, KernelDef, NodeSpec, Scheme
-from refmnn.backends.numba.kernels._common import (F32, PARALLEL_LOCK, PJIT, SUM_MATH, flat,
+from refmnn.backends.numba.kernels._common import (F32, PJIT, SUM_MATH, Bound, Call, flat,
                                                     numel, single_output)
 
 
@@ -63,17 +63,21 @@ class LayerNorm(Kernel):
         self.d = int(np.prod(shape[axis:], dtype=np.int64))
         self.rows = int(np.prod(shape[:axis], dtype=np.int64))
         self.eps = float(spec.attrs["epsilon"])
+        self.mean = np.empty(self.rows, dtype=np.float64)  # the row statistics, per run
+        self.inv = np.empty(self.rows, dtype=np.float64)
+        self.bound = Bound()
 
     def run(self, inputs, outputs, workspace):
-        x, scale = inputs[0], inputs[1]
+        self.bound((*inputs, outputs[0]), lambda: self.calls(inputs, outputs[0]))
+
+    def calls(self, inputs, out) -> tuple[Call, ...]:  # type: ignore[no-untyped-def]
+        """The statistics, then the output rows (see :class:`.Bound`)."""
+        x, scale = flat(inputs[0]), flat(inputs[1])
         bias = inputs[2] if len(inputs) > 2 and inputs[2] is not None else None
         b = flat(bias if bias is not None else scale)  # any array when there is no bias
-        mean = np.empty(self.rows, dtype=np.float64)
-        inv = np.empty(self.rows, dtype=np.float64)
-        with PARALLEL_LOCK:
-            row_stats(flat(x), self.rows, self.d, self.eps, mean, inv)
-            normalise_rows(flat(x), flat(scale), b, bias is not None, flat(outputs[0]),
-                           self.rows, self.d, mean, inv)
+        return ((row_stats, (x, self.rows, self.d, self.eps, self.mean, self.inv)),
+                (normalise_rows, (x, scale, b, bias is not None, flat(out), self.rows, self.d,
+                                  self.mean, self.inv)))
 
 
 def _ok(spec: NodeSpec) -> bool:

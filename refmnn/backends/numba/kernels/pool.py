@@ -53,7 +53,7 @@ import numpy as np
 from numba import njit, prange
 
 from refmnn.backends.base import Kernel, KernelDef, NodeSpec, Scheme
-from refmnn.backends.numba.kernels._common import (F32, JIT, PARALLEL_LOCK, PJIT, numel,
+from refmnn.backends.numba.kernels._common import (F32, JIT, PJIT, Bound, Call, handle, numel,
                                                   single_output, window_params)
 
 
@@ -245,10 +245,15 @@ class Pool(Kernel):
     def prepare(self, spec: NodeSpec) -> None:
         self.params = pool_params(spec)
         self.include = bool(spec.attrs.get("count_include_pad", 0))
+        self.bound = Bound()
 
     def run(self, inputs, outputs, workspace):
-        with PARALLEL_LOCK:
-            pool2d(inputs[0], outputs[0], self.is_max, *self.params, self.include)
+        self.bound((inputs[0], outputs[0], handle(workspace)),
+                   lambda: self.calls(inputs[0], outputs[0], workspace))
+
+    def calls(self, x, out, workspace) -> tuple[Call, ...]:  # type: ignore[no-untyped-def]
+        """The :func:`pool2d` call (see :class:`.Bound`)."""
+        return ((pool2d, (x, out, self.is_max, *self.params, self.include)),)
 
 
 class MaxPool3x3s2(Pool):
@@ -263,12 +268,12 @@ class MaxPool3x3s2(Pool):
         self.per = scratch_3x3s2(*(int(d) for d in spec.outputs[0].shape[2:]))
         self.workspace_bytes = self.parts * self.per * 4
 
-    def run(self, inputs, outputs, workspace):
+    def calls(self, x, out, workspace) -> tuple[Call, ...]:  # type: ignore[no-untyped-def]
+        """The :func:`max_pool_3x3s2` call (see :class:`.Bound`)."""
         _, _, _, _, _, _, pt, pl, _, _ = self.params
         scratch = workspace.handle[:self.workspace_bytes].view(np.float32).reshape(
             self.parts, self.per)
-        with PARALLEL_LOCK:
-            max_pool_3x3s2(inputs[0], outputs[0], pt, pl, scratch)
+        return ((max_pool_3x3s2, (x, out, pt, pl, scratch)),)
 
 
 def _ok(spec: NodeSpec) -> bool:

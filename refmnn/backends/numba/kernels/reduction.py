@@ -21,8 +21,8 @@ import numpy as np
 from numba import njit, prange
 
 from refmnn.backends.base import Kernel, KernelDef, NodeSpec, Scheme
-from refmnn.backends.numba.kernels._common import (F32, JIT, PARALLEL_LOCK, PJIT, SUM_MATH, flat,
-                                                    numel)
+from refmnn.backends.numba.kernels._common import (F32, JIT, PJIT, SUM_MATH, Bound, Call,
+                                                    flat, numel)
 from refmnn.dtypes import DType
 
 SUM, MEAN, MAX, MIN = range(4)
@@ -135,6 +135,7 @@ class Reduce(Kernel):
         self.rows = rows
 
     def prepare(self, spec: NodeSpec) -> None:
+        self.bound = Bound()
         g = groups(spec)
         assert g is not None
         n_out = numel(spec.outputs[0])
@@ -154,12 +155,14 @@ class Reduce(Kernel):
         self.count = int(np.prod([s for red, s in g if red], dtype=np.int64))
 
     def run(self, inputs, outputs, workspace):
-        x, out = flat(inputs[0]), flat(outputs[0])
+        self.bound((inputs[0], outputs[0]), lambda: self.calls(inputs[0], outputs[0]))
+
+    def calls(self, x, out) -> tuple[Call, ...]:  # type: ignore[no-untyped-def]
+        """The :func:`reduce_rows` or :func:`reduce_strided` call (see :class:`.Bound`)."""
         if self.rows:
-            with PARALLEL_LOCK:
-                reduce_rows(self.code, x, out, self.n_rows, self.r)
-        else:
-            reduce_strided(self.code, x, out, self.sizes, self.ostrides, self.count)
+            return ((reduce_rows, (self.code, flat(x), flat(out), self.n_rows, self.r)),)
+        return ((reduce_strided, (self.code, flat(x), flat(out), self.sizes, self.ostrides,
+                                  self.count)),)
 
 
 def _def(op: str, since: int) -> KernelDef:
