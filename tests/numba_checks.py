@@ -34,6 +34,9 @@ SIMD_DW_S2 = ("depthwise3x3_s2_simd",) if _native() else ()
 SIMD_DW_C8 = ("depthwise3x3_c8",) if _native() else ()
 """depthwise3x3_c8, where it applies (AVX2 and FMA; channels a multiple of 8, planes of at least
 eight pixels)."""
+SIMD_POOL = ("max3x3s2_simd",) if _native() else ()
+"""max3x3s2_simd, where it applies (AVX2 and FMA; rows of at least 16 input and 8 output
+columns)."""
 SIMD_WINOGRAD = ("winograd_f23_simd", "winograd_f43_simd") if _native() else ()
 """The Winograd schemes' register-tile variants, where they apply (AVX2 and FMA)."""
 WINOGRAD = ("direct", "im2col_gemm", "winograd_f23", "winograd_f43", *SIMD_WINOGRAD)

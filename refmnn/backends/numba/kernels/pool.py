@@ -37,6 +37,26 @@ isolated (direct / max3x3s2): 64 @ 111 148 / 101, 128 @ 55 102 / 62, 256 @ 27 59
 loaded machine): SqueezeNet's three pools 538 -> 456 us, ResNet-18's 438 -> 339 us. Cost:
 ``6 * n_out``.
 
+Scheme ``max3x3s2_simd`` (:func:`max_pool_3x3s2_simd`): the same pools on a CPU with AVX2 and
+FMA, with rows of at least 16 input and 8 output columns, eight outputs a vector (:mod:`.simd`).
+Each worker keeps one padded row, -inf on both sides of the input columns (from ``pl``), so that
+no window needs a bounds test. Per output row: the maximum over the window's input rows, eight
+columns a vector, stored into the padded row; then for eight outputs ``ow``: the even and the
+odd columns of the sixteen from ``2 * ow`` and the even ones of the sixteen from ``2 * ow + 2``
+(four loads, three de-interleaving shuffles), two maxima, one store. The last vector of each
+row overlaps the one before it and recomputes a few outputs, so there is no scalar tail: on
+SqueezeNet's 27 x 27 and 13 x 13 planes most of ``max3x3s2``'s loops were such tails. The
+maximum is :func:`.simd.vmax`, the scalar ``_max`` lane-wise (NaN wins, equal values give the
+second), in the same order, so the results are those of the other schemes bit for bit.
+Median us, 2 threads, the two kernels alternating on the same arrays, two runs (max3x3s2 /
+max3x3s2_simd): 256 @ 27 105 / 65 and 104 / 65, 128 @ 55 124 / 107 and 120 / 107, 64 @ 111
+171 / 203 and 153 / 184, 64 @ 112 pads 1 181 / 212 and 174 / 203. On the wide planes, whose
+pools are bound by reading the input, it lost; its cost, ``n_out * (2.8 + 0.077 * OW)``
+against max3x3s2's ``6 * n_out``, gives it the rows of fewer than 41 outputs (SqueezeNet's
+last two pools). In SqueezeNet, sessions with and without the scheme alternating in one
+process, per-node medians (us, two runs): 128 @ 55 129 -> 114 and 138 -> 114, 256 @ 27 104 ->
+69 and 110 -> 69; the whole model moved within its noise (1.007x and 0.994x).
+
 AveragePool loops per output position over the (dilated) window clipped to the input, and
 divides by the in-range count (``count_include_pad=0``) or by the count of window positions
 inside the padded input (``count_include_pad=1``). Padding comes from ``pads`` or is worked
@@ -55,6 +75,8 @@ from numba import njit, prange
 from refmnn.backends.base import Kernel, KernelDef, NodeSpec, Scheme
 from refmnn.backends.numba.kernels._common import (F32, JIT, PJIT, Bound, Call, handle, numel,
                                                   single_output, window_params)
+from refmnn.backends.numba.kernels.simd import (LANES, native, veven, vload, vmax, vodd, vorder,
+                                                vsplat, vstore)
 
 
 @njit(inline="always", **JIT)
@@ -233,6 +255,48 @@ def max_pool_3x3s2(x, out, pt, pl, scratch):
                 dst[q] = _max(_max(even[q], odd[q]), last[oh])
 
 
+def scratch_3x3s2_simd(w: int, pl: int, ow_n: int) -> int:
+    """float32 elements of one worker's padded row in :func:`max_pool_3x3s2_simd`: the input
+    columns from ``pl``, -inf around them, room for the last group's loads (to ``2 * OW + 2``)
+    and a multiple of 8, so that every worker's row starts 32-byte apart."""
+    return -(-(max(pl + w, 2 * ow_n + 2) + LANES) // LANES) * LANES
+
+
+@njit(**PJIT)
+def max_pool_3x3s2_simd(x, out, h, w, oh_n, ow_n, pt, pl, scratch):
+    """MaxPool 3x3, stride 2, dilation 1, any padding, eight outputs a vector (see
+    ``max3x3s2_simd`` in the module docstring). ``x`` and ``out`` are the flat NCHW tensors;
+    one worker (``prange``) per row of ``scratch``, each over a contiguous run of the planes,
+    with its -inf padded row there."""
+    parts, planes = scratch.shape[0], x.size // (h * w)
+    ninf = np.float32(-np.inf)
+    for part in prange(parts):
+        row = scratch[part]
+        for j in range(row.size):
+            row[j] = ninf  # the padding columns stay -inf; the input columns are rewritten
+        for t in range(part * planes // parts, (part + 1) * planes // parts):
+            for oh in range(oh_n):
+                lo, hi = max(2 * oh - pt, 0), min(2 * oh - pt + 3, h)
+                # the maximum over the window's input rows, column by column, into the row
+                # (eight columns a vector; the last vector overlaps the one before it)
+                for g in range(0, w, LANES):
+                    k = min(g, w - LANES)
+                    m = vsplat(ninf)
+                    for i in range(lo, hi):
+                        m = vmax(m, vload(x, (t * h + i) * w + k))
+                    vstore(row, pl + k, m)
+                # output ow = max(row[2 ow], row[2 ow + 1], row[2 ow + 2]): the even and the odd
+                # of sixteen columns, the even of sixteen from two on (in veven's lane order,
+                # put right by vorder); again the last vector overlaps the one before it
+                base = (t * oh_n + oh) * ow_n
+                for g in range(0, ow_n, LANES):
+                    o = min(g, ow_n - LANES)
+                    a, b = vload(row, 2 * o), vload(row, 2 * o + LANES)
+                    c, d = vload(row, 2 * o + 2), vload(row, 2 * o + 2 + LANES)
+                    m = vmax(vmax(veven(a, b), vodd(a, b)), veven(c, d))
+                    vstore(out, base + o, vorder(m))
+
+
 def pool_params(spec: NodeSpec) -> tuple[int, ...]:
     """(kh, kw, sh, sw, dh, dw, pad_top, pad_left, pad_bottom, pad_right)."""
     return window_params(spec, spec.attrs["kernel_shape"])
@@ -276,6 +340,29 @@ class MaxPool3x3s2(Pool):
         return ((max_pool_3x3s2, (x, out, pt, pl, scratch)),)
 
 
+class MaxPool3x3s2Simd(Pool):
+    def __init__(self) -> None:
+        super().__init__(True)
+
+    def prepare(self, spec: NodeSpec) -> None:
+        import numba
+
+        super().prepare(spec)
+        _, _, self.h, self.w = (int(d) for d in spec.inputs[0].shape)
+        self.oh, self.ow = (int(d) for d in spec.outputs[0].shape[2:])
+        self.parts = numba.config.NUMBA_NUM_THREADS
+        self.per = scratch_3x3s2_simd(self.w, self.params[7], self.ow)
+        self.workspace_bytes = self.parts * self.per * 4
+
+    def calls(self, x, out, workspace) -> tuple[Call, ...]:  # type: ignore[no-untyped-def]
+        """The :func:`max_pool_3x3s2_simd` call (see :class:`.Bound`)."""
+        _, _, _, _, _, _, pt, pl, _, _ = self.params
+        scratch = workspace.handle[:self.workspace_bytes].view(np.float32).reshape(
+            self.parts, self.per)
+        return ((max_pool_3x3s2_simd, (x.reshape(-1), out.reshape(-1), self.h, self.w, self.oh,
+                                       self.ow, pt, pl, scratch)),)
+
+
 def _ok(spec: NodeSpec) -> bool:
     x = spec.inputs[0]
     return (x is not None and x.rank == 4 and single_output(spec)
@@ -298,12 +385,29 @@ def _cost_3x3s2(spec: NodeSpec) -> float:
     return 2000.0 + numel(spec.outputs[0]) * 6
 
 
+def _ok_3x3s2_simd(spec: NodeSpec) -> bool:
+    """max3x3s2's cases on a CPU with AVX2 (:func:`.simd.native`), with rows of at least 16
+    input and 8 output columns (one vector of each; the last vector of a row overlaps)."""
+    return (_ok_3x3s2(spec) and native() and int(spec.inputs[0].shape[3]) >= 2 * LANES
+            and int(spec.outputs[0].shape[3]) >= LANES)
+
+
+def _cost_3x3s2_simd(spec: NodeSpec) -> float:
+    # fitted to the times in the module docstring: against max3x3s2's 6 per output, 3.8 on
+    # 13-output rows and 4.9 on 27, 7.0 on 55 and 57 (the wide planes' pools are bound by
+    # reading the input, where this scheme gains nothing and lost 17-19 %)
+    return 2000.0 + numel(spec.outputs[0]) * (2.8 + 0.077 * int(spec.outputs[0].shape[3]))
+
+
 KERNELS = (
     KernelDef("MaxPool", (Scheme("direct", lambda b, s: Pool(True), applies=_ok, cost=_cost,
                                  doc="prange over planes, clipped window"),
                           Scheme("max3x3s2", lambda b, s: MaxPool3x3s2(), applies=_ok_3x3s2,
                                  cost=_cost_3x3s2,
-                                 doc="3x3 stride 2: column maxima, even/odd split, flat loops")),
+                                 doc="3x3 stride 2: column maxima, even/odd split, flat loops"),
+                          Scheme("max3x3s2_simd", lambda b, s: MaxPool3x3s2Simd(),
+                                 applies=_ok_3x3s2_simd, cost=_cost_3x3s2_simd,
+                                 doc="3x3 stride 2, eight outputs a vector (AVX2)")),
               since=8, dtypes=F32),
     KernelDef("AveragePool", (Scheme("direct", lambda b, s: Pool(False), applies=_ok, cost=_cost,
                                      doc="prange over planes, clipped window"),),

@@ -27,8 +27,9 @@ gives Numba one:
 * :func:`vtranspose` -- eight vectors as the rows of an 8 x 8 matrix, returned as its eight
   columns (24 shuffles: eight channels' rows of pixels into eight pixels' vectors of channels
   and back, for ``depthwise3x3_c8``);
-* :func:`vadd` -- ``a + b`` lane-wise; :func:`vrelu`, :func:`vclamp` -- the Relu and Clip
-  activations lane-wise, as the scalar ``fused.activate`` computes them (NaN passes through);
+* :func:`vadd` -- ``a + b`` lane-wise; :func:`vmax` -- the larger lane-wise, NaN winning (the
+  MaxPool maximum); :func:`vrelu`, :func:`vclamp` -- the Relu and Clip activations lane-wise, as
+  the scalar ``fused.activate`` computes them (NaN passes through);
 * :func:`vfma` -- ``a * b + c`` lane-wise, LLVM's ``llvm.fma.v8f32`` (one ``vfmadd231ps`` on
   an AVX2/FMA CPU; two SSE halves, or a libcall, on older ones -- the same results).
 
@@ -267,6 +268,19 @@ def vadd(typingctx: Any, a: Any, b: Any) -> Any:
 
 
 @intrinsic
+def vmax(typingctx: Any, a: Any, b: Any) -> Any:
+    """``a`` where ``a > b`` or ``a`` is NaN, else ``b``, lane-wise: the scalar ``pool._max``
+    (a NaN in either wins, as in ``np.maximum``; of two equal values, ``b``)."""
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        a, b = args
+        keep = builder.or_(builder.fcmp_ordered(">", a, b), builder.fcmp_unordered("uno", a, a))
+        return builder.select(keep, a, b)
+
+    return f32x8(f32x8, f32x8), codegen
+
+
+@intrinsic
 def vrelu(typingctx: Any, a: Any) -> Any:
     """``a`` where ``a > 0`` or ``a`` is NaN, else +0 (``fused.activate``'s Relu)."""
 
@@ -292,5 +306,5 @@ def vclamp(typingctx: Any, a: Any, lo: Any, hi: Any) -> Any:
 
 
 __all__ = ["LANES", "f32x8", "native", "vadd", "vbroadcast", "vclamp", "veven", "vfma", "vlane",
-           "vload", "vodd", "vorder", "vpair", "vrelu", "vset", "vsplat", "vstore",
+           "vload", "vmax", "vodd", "vorder", "vpair", "vrelu", "vset", "vsplat", "vstore",
            "vtranspose"]
