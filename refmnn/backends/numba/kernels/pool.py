@@ -328,37 +328,37 @@ class MaxPool3x3s2(Pool):
         import numba
 
         super().prepare(spec)
+        _, _, self.h, self.w = (int(d) for d in spec.inputs[0].shape)
+        self.oh, self.ow = (int(d) for d in spec.outputs[0].shape[2:])
         self.parts = numba.config.NUMBA_NUM_THREADS
-        self.per = scratch_3x3s2(*(int(d) for d in spec.outputs[0].shape[2:]))
+        self.per = self.scratch_per_part()
         self.workspace_bytes = self.parts * self.per * 4
+
+    def scratch_per_part(self) -> int:
+        """float32 elements of one worker's buffers (see :func:`scratch_3x3s2`)."""
+        return scratch_3x3s2(self.oh, self.ow)
+
+    def scratch(self, workspace) -> np.ndarray:  # type: ignore[no-untyped-def]
+        """The workers' buffers in the workspace, one row each."""
+        return workspace.handle[:self.workspace_bytes].view(np.float32).reshape(
+            self.parts, self.per)
 
     def calls(self, x, out, workspace) -> tuple[Call, ...]:  # type: ignore[no-untyped-def]
         """The :func:`max_pool_3x3s2` call (see :class:`.Bound`)."""
         _, _, _, _, _, _, pt, pl, _, _ = self.params
-        scratch = workspace.handle[:self.workspace_bytes].view(np.float32).reshape(
-            self.parts, self.per)
+        scratch = self.scratch(workspace)
         return ((max_pool_3x3s2, (x, out, pt, pl, scratch)),)
 
 
-class MaxPool3x3s2Simd(Pool):
-    def __init__(self) -> None:
-        super().__init__(True)
-
-    def prepare(self, spec: NodeSpec) -> None:
-        import numba
-
-        super().prepare(spec)
-        _, _, self.h, self.w = (int(d) for d in spec.inputs[0].shape)
-        self.oh, self.ow = (int(d) for d in spec.outputs[0].shape[2:])
-        self.parts = numba.config.NUMBA_NUM_THREADS
-        self.per = scratch_3x3s2_simd(self.w, self.params[7], self.ow)
-        self.workspace_bytes = self.parts * self.per * 4
+class MaxPool3x3s2Simd(MaxPool3x3s2):
+    def scratch_per_part(self) -> int:
+        """float32 elements of one worker's padded row (see :func:`scratch_3x3s2_simd`)."""
+        return scratch_3x3s2_simd(self.w, self.params[7], self.ow)
 
     def calls(self, x, out, workspace) -> tuple[Call, ...]:  # type: ignore[no-untyped-def]
         """The :func:`max_pool_3x3s2_simd` call (see :class:`.Bound`)."""
         _, _, _, _, _, _, pt, pl, _, _ = self.params
-        scratch = workspace.handle[:self.workspace_bytes].view(np.float32).reshape(
-            self.parts, self.per)
+        scratch = self.scratch(workspace)
         return ((max_pool_3x3s2_simd, (x.reshape(-1), out.reshape(-1), self.h, self.w, self.oh,
                                        self.ow, pt, pl, scratch)),)
 
