@@ -501,3 +501,28 @@ def test_gemm_with_one_output_row_runs_as_gemv(ta, tb, alpha, beta, c_shape, fus
     check_node(model, {"A": rand(*a_shape)}, must_run=("blas", "gemv"))
     plan = refmnn.Session(model, backends=("numba",), check=False).resize()
     assert next(s.scheme for s in plan.steps if s.node.name == "n0") == "gemv"
+
+
+@pytest.mark.parametrize("n", [1, 8, 45])
+def test_activate_row_relu_is_the_reference_bit_for_bit(n):
+    """``fused.activate_row``'s Relu, the in-place epilogue of the Winograd, depthwise and GEMM
+    schemes, written so that LLVM stores whole vectors (see its comment): NaN kept, -0 and
+    -inf to +0, everything else as ``np.maximum(x, 0)`` -- on rows that end in a partial
+    vector too."""
+    from numba import njit
+
+    from refmnn.backends.numba.kernels.fused import RELU, activate_row
+    from refmnn.ops.activation import relu
+
+    @njit
+    def run(row):
+        activate_row(row, RELU, np.float32(0), np.float32(0), np.float32(0))
+
+    special = np.array([np.nan, -0.0, 0.0, -np.inf, np.inf, -1.5, 2.5, 1e-45, -1e-45, -3e38],
+                       np.float32)
+    row = np.concatenate([special, rand(max(0, n - special.size))])[:n]
+    expected = relu(row.copy())
+    run(row)
+    assert np.array_equal(np.isnan(row), np.isnan(expected))
+    assert np.array_equal(row[~np.isnan(row)].view(np.uint32),
+                          expected[~np.isnan(expected)].view(np.uint32))

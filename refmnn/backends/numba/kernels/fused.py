@@ -73,12 +73,24 @@ def activate(act, v, alpha, lo, hi):
 def activate_row(row, act, alpha, lo, hi):
     """``row[:] = act(row)`` in place, one loop per activation so that the common ones (relu,
     clip, gelu) vectorise; the epilogue pass applies it to each row, and so do the kernels that
-    apply their epilogue row by row in L1."""
+    apply their epilogue row by row in L1.
+
+    Relu stores ``v + 0`` where it keeps ``v`` (v > 0 or NaN: the same value). Given ``v``
+    itself, LLVM saw that those lanes keep what was loaded and stored only the lanes set to 0,
+    as AVX masked stores (``vmaskmovps``), about 12 cycles per vector on Zen 3: 0.52-0.66
+    against 0.13 ns per element on a 4096-element row in L1 (Clip: 0.12). Kernels alone with
+    Relu / Clip / no activation, in turn, median us: Winograd F(4,3) 16 -> 64 @ 55x55 437 /
+    356 / 354 before, 450 / 451 / 439 after; depthwise3x3_same 32 @ 112 293 / 147 / 133
+    before, 206 / 205 / 185 after (a busier machine). Whole models, the kernels compiled
+    against the old and the new loop alternating in one process, 2 threads: SqueezeNet 1.1
+    0.961x and 0.972x (Winograd's kernels), ResNet-18 0.980x (Winograd, im2col/GEMM),
+    MobileNet-v1 0.968x (with the depthwise kernels); outputs bit-equal."""
     n = row.shape[0]
     if act == RELU:
+        zero = np.float32(0)
         for i in range(n):
             v = row[i]
-            row[i] = v if (v > 0 or v != v) else 0
+            row[i] = (v + zero) if (v > zero or v != v) else zero  # v + 0: see the docstring
     elif act == CLIP:
         for i in range(n):
             v = row[i]
