@@ -129,6 +129,9 @@ CONV_CASES = [
     ((2, 314, 5, 7), (141, 314, 1, 1), {}, ("gemm_1x1", *SIMD_1X1)),
     ((1, 314, 13, 13), (141, 314, 1, 1), {}, ("gemm_1x1", *SIMD_1X1)),
     ((1, 5, 17, 19), (131, 5, 1, 1), {}, ("gemm_1x1", *SIMD_1X1)),
+    # by rows from 700 inputs over a 7 x 7 plane: a pass takes two strips of 24, so the strip of
+    # one column joins the one pass rather than a second pass of its own
+    ((1, 700, 7, 7), (130, 700, 1, 1), {}, ("gemm_1x1", *SIMD_1X1)),
     # its strips of columns (a plane's last one or two pixels as dot products): 50 pixels (two
     # strips, then two columns) with an odd number of input channels (the last one added
     # apart), 7 output channels (the second block of 3 rows), N = 2; 25 pixels (one column)
@@ -318,6 +321,18 @@ def test_gemm_1x1_simd_loop_order_follows_the_layer():
               (256, 256, 784): False, (1024, 1024, 49): True, (1000, 512, 169): True,
               (16, 128, 3025): False, (64, 2560, 3136): True}
     assert {layer: by_rows_order(*layer) for layer in layers} == layers
+
+
+def test_gemm_1x1_simd_runs_no_pass_of_columns_alone():
+    """By rows, a plane's last strip, when it is one or two columns, joins the pass before it
+    (a pass of its own reads all the weights again): MobileNetV2's 960 -> 160 and 960 -> 320
+    over 7 x 7 (two strips of 24 a pass, then one column) run in one pass; 512 -> 1000 over
+    13 x 13 keeps its two passes of four strips (the last has full strips too)."""
+    from refmnn.backends.numba.kernels.conv_1x1_simd import plan
+
+    assert plan(160, 960, 49, 2)[:3] == (True, 1, 3)
+    assert plan(320, 960, 49, 2)[:3] == (True, 1, 3)
+    assert plan(1000, 512, 169, 2)[:3] == (True, 1, 4)
 
 
 def test_winograd_costs_count_the_sgemms_packing():

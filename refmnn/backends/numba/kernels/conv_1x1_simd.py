@@ -56,7 +56,10 @@ orders of the loops (:func:`by_rows_order` chooses; the table below says why):
   ``ceil(blocks / groups)``, which gave one worker 16 of 24 blocks there (24 of 40 at 960 ->
   160 @ 7x7). Kernels alone against ``gemm_1x1``, 2 threads, hot, alternating, time relative
   to it, before -> after: 576 -> 96 @ 14x14 1.34 -> 1.06, 960 -> 160 @ 7x7 1.36 -> 1.19,
-  960 -> 320 and 320 -> 1280 @ 7x7 (already even) 1.12 and 1.09 -> 1.13 and 1.11.
+  960 -> 320 and 320 -> 1280 @ 7x7 (already even) 1.12 and 1.09 -> 1.13 and 1.11. A last
+  strip of one or two columns joins the pass before it: as a pass of its own it read every
+  block's weights once more (MobileNetV2's 960 -> 160 and 960 -> 320 @ 7x7, 0.6-1.2 MB from
+  L3; the model, sessions with either plan alternating in one process: 0.9965x, 0.9954x).
 
 By strips, a plane of few strips is shared out by groups of channel blocks; a worker's tasks
 are consecutive, so it runs a run's groups one after the other on the strips it packed once
@@ -398,17 +401,20 @@ def plan(oc: int, c: int, p: int, parts: int) -> tuple[bool, int, int, int, int,
     """``(by_rows, groups, run, sub, scratch row length, plane length)`` of
     :func:`gemm_1x1_simd` for ``w [oc, c]`` over ``p`` pixels with ``parts`` workers. By rows
     when the weights exceed ``ROWS_ORDER_BYTES``, in passes of as many strips as fit in
-    ``PLANE_BYTES`` (``groups`` and ``sub`` unused: 1). By strips, a task takes a run of up to
+    ``PLANE_BYTES``, one more where the last pass would hold a strip of columns alone
+    (``groups`` and ``sub`` unused: 1). By strips, a task takes a run of up to
     ``RUN`` strips (fewer when the plane has too few for ``TASKS_PER_PART`` tasks per worker),
     packed ``sub`` at a time, as many as fit in ``SUB_BYTES`` (L2): each channel block's rows
     are written in stretches of ``sub`` strips, and the epilogue of a task works on stretches
     of the run; the channel blocks' groups are halved until there are enough tasks or a group
     is down to two blocks."""
-    count = strips(p)[0]
+    count, _, tail = strips(p)
     blocks = (oc + ROWS - 1) // ROWS
     want = TASKS_PER_PART * parts
     if by_rows_order(oc, c, p):
         run = max(1, PLANE_BYTES // (c * PIXELS * 4))
+        if 0 < tail <= COLUMNS and count > 1 and (count - 1) % run == 0:
+            run += 1  # no last pass of a strip of columns alone (the weights read again for it)
         return True, 1, run, 1, SPARE, count * c * PIXELS
     run = max(1, min(RUN, count // want))
     sub = max(1, min(run, SUB_BYTES // (c * PIXELS * 4)))
