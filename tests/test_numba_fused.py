@@ -35,7 +35,11 @@ def test_fused_conv(act, params, residual):
     decl = [("X", F, (1, 6, 8, 8))] + ([("Z", F, (1, 6, 8, 8))] if residual else [])
     model = make_model([node], decl, [("Y", F, None)], initializers=[w, b], extra_opsets=[("refmnn", 1)])
     feeds = {"X": rand(1, 6, 8, 8), **({"Z": rand(1, 6, 8, 8)} if residual else {})}
-    check_node(model, feeds, must_run=WINOGRAD)
+    # 2e-5, not 1e-5: the session runs Winograd F(4,3), whose transforms' rounding, relative to
+    # outputs that Clip to [0, 0.5] makes small, reached 1.3e-5 (3000 random draws of this case
+    # with a residual: median 2e-6, p99 7.6e-6, 9 above 1e-5); the draws depend on the tests
+    # that ran before in the worker, so 1e-5 failed about once in 300 runs
+    check_node(model, feeds, tol=2e-5, must_run=WINOGRAD)
 
 
 @pytest.mark.parametrize(("act", "params"), FUSED_ACTS[:3] + FUSED_ACTS[6:7])
