@@ -335,6 +335,79 @@ def test_fusion_is_skipped_when_the_target_lacks_the_fused_op():
     assert _ops(graph) == _ops(original)
 
 
+# ---------------------------------------------------------------------------------------------
+# convolution + max pool
+
+
+def _conv_pool(*, act=True, pool=None, opset=17, also_out=False, indices=False,
+               shape=(1, 4, 4, 4)):
+    nodes = [helper.make_node("Conv", ["X", "W", "B"], ["c"], name="conv", pads=[1, 1, 1, 1])]
+    src = "c"
+    if act:
+        nodes.append(helper.make_node("Relu", ["c"], ["r"], name="relu"))
+        src = "r"
+    attrs = pool if pool is not None else {"kernel_shape": [3, 3], "strides": [2, 2],
+                                           "ceil_mode": 1}
+    nodes.append(helper.make_node("MaxPool", [src], ["Y", "I"] if indices else ["Y"],
+                                  name="pool", **attrs))
+    outputs = [("Y", F, shape)]
+    outputs += [(src, F, (1, 4, 8, 8))] if also_out else []
+    outputs += [("I", TensorProto.INT64, shape)] if indices else []
+    return make_model(nodes, [("X", F, (1, 3, 8, 8))], outputs, initializers=_conv_inits(),
+                      opset=opset)
+
+
+@pytest.mark.parametrize(("pool", "opset", "act", "shape"), [
+    (None, 17, True, (1, 4, 4, 4)),
+    ({"kernel_shape": [2, 2], "pads": [1, 0, 0, 1], "dilations": [2, 1]}, 17, False,
+     (1, 4, 7, 8)),
+    ({"kernel_shape": [3, 3], "auto_pad": "SAME_UPPER", "strides": [2, 2]}, 12, True,
+     (1, 4, 4, 4)),
+    ({"kernel_shape": [3, 3], "strides": [2, 2]}, 7, True, (1, 4, 3, 3)),  # MaxPool-7: floor
+])
+def test_conv_max_pool_is_one_fused_conv_max_pool(pool, opset, act, shape):
+    model = _conv_pool(pool=pool, opset=opset, act=act, shape=shape)
+    _, graph = _optimize(model)
+    assert _ops(graph) == {"refmnn::FusedConvMaxPool": 1}
+    fused = graph.nodes[0]
+    assert fused.inputs == ("X", "W", "B") and fused.outputs == ("Y",)
+    assert list(fused.attrs["pads"]) == [1, 1, 1, 1] and "storage_order" not in fused.attrs
+    assert fused.attrs.get("activation", "none") == ("relu" if act else "none")
+    for key, value in (pool or {"kernel_shape": [3, 3], "ceil_mode": 1}).items():
+        got = fused.attrs["pool_" + key]
+        assert (list(got) if isinstance(value, list) else got) == value
+    _check_same(model, X_FEED, exact=True)
+
+
+@pytest.mark.parametrize("kwargs", [{"also_out": True}, {"indices": True}])
+def test_conv_max_pool_is_kept_where_a_precondition_fails(kwargs):
+    original, graph = _optimize(_conv_pool(**kwargs))
+    assert _ops(graph)["MaxPool"] == 1 and _ops(graph)["refmnn::FusedConv"] == 1
+
+
+def test_conv_max_pool_fuses_only_where_the_target_runs_the_fused_node():
+    model = _conv_pool()
+    seen = []
+
+    def runs(spec):
+        seen.append(spec)
+        return False
+
+    graph = _graph(model)
+    types = {v.name: v.type for v in graph.inputs}
+    kept = opt.optimize(graph, REG, types, supports=lambda domain, op: True, runs=runs)
+    assert _ops(kept) == {"refmnn::FusedConv": 1, "MaxPool": 1}
+    (spec,) = seen
+    assert spec.node.op == "FusedConvMaxPool" and spec.constants.keys() == {1, 2}
+    assert spec.outputs[0].shape == (1, 4, 4, 4) and list(spec.attrs["pool_strides"]) == [2, 2]
+    fused = opt.optimize(graph, REG, types, supports=lambda domain, op: True,
+                         runs=lambda spec: True)
+    assert _ops(fused) == {"refmnn::FusedConvMaxPool": 1}
+    lacking = opt.optimize(graph, REG, types, supports=lambda domain, op: op != "FusedConvMaxPool",
+                           runs=lambda spec: True)
+    assert _ops(lacking) == {"refmnn::FusedConv": 1, "MaxPool": 1}
+
+
 def _gelu_chain(x, out, tag):
     """torch's export of exact Gelu: Mul(Mul(x, Add(Erf(Div(x, sqrt2)), 1)), 0.5)."""
     return [helper.make_node("Div", [x, "sqrt2"], [f"{tag}d"], name=f"{tag}div"),

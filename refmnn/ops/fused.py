@@ -9,6 +9,7 @@ unfused graph calls them::
     FusedConv(X, W, B, Z)      = act(Add(Conv(X, W, B), Z))          Z optional
     FusedMatMul(A, B, bias, Z) = act(Add(Add(MatMul(A, B), bias), Z)) bias, Z optional
     FusedGemm(A, B, C)         = act(Gemm(A, B, C))
+    FusedConvMaxPool(X, W, B)  = MaxPool(act(Conv(X, W, B)))      pool attributes pool_*
     FusedAttention(Q, KT, V, mask)
                                = MatMul(Softmax(Add(Mul(MatMul(Q, KT), scale), mask)), V)
                                  (Q, KT, V and Y optionally transposed: perm_q, ...)
@@ -39,6 +40,7 @@ activation      meaning (the reference it calls)               parameters
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -49,6 +51,7 @@ from refmnn.ops import conv as conv_ops
 from refmnn.ops import elementwise as ew_ops
 from refmnn.ops import layout as layout_ops
 from refmnn.ops import linalg as linalg_ops
+from refmnn.ops import pool as pool_ops
 from refmnn.ops._infer import dtype_of, shape_of
 from refmnn.ops._schema import Attr, InferContext, op
 
@@ -144,6 +147,54 @@ def fused_conv(X: np.ndarray, W: np.ndarray, B: np.ndarray | None = None,
                                 kernel_shape=kernel_shape, pads=pads, strides=strides)
     y = _add_residual(y, Z)
     return apply_activation(y, activation, activation_alpha, activation_min, activation_max)
+
+
+# --- FusedConvMaxPool -------------------------------------------------------------------------
+
+POOL_ATTRS = tuple(replace(a, name="pool_" + a.name, doc="MaxPool's " + a.name + ": " + a.doc)
+                   for a in (*pool_ops.BASE_ATTRS, pool_ops._CEIL, pool_ops._DILATIONS))
+"""MaxPool-10's attributes (storage_order aside: there is no Indices output), named pool_*."""
+
+
+def _pool_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
+    """The pool_* attributes of a FusedConvMaxPool under MaxPool's own names."""
+    return {k[len("pool_"):]: v for k, v in attrs.items() if k.startswith("pool_")}
+
+
+def _fused_conv_pool_rule(ctx: InferContext, x: TensorType | None, w: TensorType | None,
+                          b: TensorType | None = None, **attrs: Any) -> TensorType:
+    conv = {k: v for k, v in attrs.items() if not k.startswith("pool_")}
+    y = _fused_conv_rule(ctx, x, w, b, None, **conv)
+    return pool_ops._pool_rule(ctx, y, **_pool_attrs(attrs))  # type: ignore[return-value]
+
+
+@op("FusedConvMaxPool", since=1, domain=DOMAIN, inputs=("X", "W", "B?"), outputs=("Y",),
+    attrs=(*conv_ops.CONV_ATTRS, *ACTIVATION_ATTRS, *POOL_ATTRS), infer=_fused_conv_pool_rule)
+def fused_conv_max_pool(X: np.ndarray, W: np.ndarray, B: np.ndarray | None = None, *,
+                        auto_pad: str, dilations: Sequence[int] | None, group: int,
+                        kernel_shape: Sequence[int] | None, pads: Sequence[int] | None,
+                        strides: Sequence[int] | None, activation: str, activation_alpha: float,
+                        activation_min: float, activation_max: float, pool_auto_pad: str,
+                        pool_kernel_shape: Sequence[int], pool_pads: Sequence[int] | None,
+                        pool_strides: Sequence[int] | None, pool_ceil_mode: int,
+                        pool_dilations: Sequence[int] | None) -> np.ndarray:
+    """Y = MaxPool(act(Conv(X, W, B))): a network's stem (ResNet's 7x7 convolution, SqueezeNet's
+    3x3) with the max pool that follows it, so that a backend can pool the convolution's rows
+    while they are in cache instead of writing the (largest) activation of the network out
+    and reading it back.
+
+    The convolution and its activation are exactly FusedConv's (no residual); the pool is
+    MaxPool-10 with the ``pool_*`` attributes (auto_pad, kernel_shape, pads, strides, ceil_mode,
+    dilations; no Indices output) on their result: padding never wins, NaN propagates.
+    Y: MaxPool's shape, X's dtype.
+    """
+    y = fused_conv.reference(X, W, B, None, auto_pad=auto_pad, dilations=dilations, group=group,
+                             kernel_shape=kernel_shape, pads=pads, strides=strides,
+                             activation=activation, activation_alpha=activation_alpha,
+                             activation_min=activation_min, activation_max=activation_max)
+    geom = pool_ops._geometry(y, pool_kernel_shape, pool_strides, pool_dilations, pool_pads,
+                              pool_auto_pad, pool_ceil_mode)
+    return pool_ops._max_pool(y, geom, 0, False)  # type: ignore[return-value]
 
 
 # --- FusedMatMul ------------------------------------------------------------------------------
@@ -279,4 +330,4 @@ def fused_attention(Q: np.ndarray, KT: np.ndarray, V: np.ndarray, mask: np.ndarr
     return _transposed(linalg_ops.matmul.reference(p, V), perm_y)
 
 
-OPS = (fused_conv, fused_matmul, fused_gemm, fused_attention)
+OPS = (fused_conv, fused_conv_max_pool, fused_matmul, fused_gemm, fused_attention)

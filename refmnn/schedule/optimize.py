@@ -32,15 +32,16 @@ from refmnn.ops.fused import DOMAIN as FUSED_DOMAIN
 from refmnn.ops.registry import OpRegistry
 from refmnn.schedule.attention import absorb_attention_transposes, fuse_attention
 from refmnn.schedule.lower import fold_constants, lower_node
-from refmnn.schedule.rewrite import (Pass, PassContext, Supports, _absorb_add, _captured, _const,
+from refmnn.schedule.rewrite import (Pass, PassContext, Runs, Supports, _absorb_add, _captured, _const,
                                      _fresh, _has, _pos, _rewire, _scalar, _sole_reader, _uses,
                                      _with, _with_nodes)
 from refmnn.schedule.shapes import UNFOLDABLE, infer_types
 
-__all__ = ["Pass", "PassContext", "Supports", "DEFAULT_PASSES", "absorb_attention_transposes",
-           "decompose_batchnorm", "drop_unused_initializers", "fold_batchnorm",
-           "fold_constant_nodes", "fuse_attention", "fuse_epilogues", "fuse_gelu", "optimize",
-           "remove_identities", "supported_by"]
+__all__ = ["Pass", "PassContext", "Runs", "Supports", "DEFAULT_PASSES",
+           "absorb_attention_transposes", "decompose_batchnorm", "drop_unused_initializers",
+           "fold_batchnorm", "fold_constant_nodes", "fuse_attention", "fuse_conv_pool",
+           "fuse_epilogues", "fuse_gelu", "optimize", "remove_identities", "run_by",
+           "supported_by"]
 
 # ---------------------------------------------------------------------------------------------
 # pass 0: constant folding (already a part of compile_plan; repeated so optimize() stands alone)
@@ -375,6 +376,46 @@ def fuse_epilogues(graph: Graph, ctx: PassContext) -> Graph:
     return _with_nodes(graph, nodes)
 
 
+_POOL_ATTRS = ("auto_pad", "kernel_shape", "pads", "strides", "ceil_mode", "dilations")
+
+
+def fuse_conv_pool(graph: Graph, ctx: PassContext) -> Graph:
+    """Fuse a convolution with the max pool that reads it into one
+    ``refmnn::FusedConvMaxPool(X, W, B)`` (a network's stem: ResNet's 7x7, SqueezeNet's 3x3)::
+
+        Conv | FusedConv (no residual) -> MaxPool    -> FusedConvMaxPool
+
+    The MaxPool's attributes go over as ``pool_*`` (storage_order aside).
+
+    Preconditions: the convolution's output is read by the MaxPool alone (not a graph output,
+    not captured); the MaxPool has no Indices output; the target computes the fused node at
+    these shapes (:meth:`PassContext.target_runs`: a backend's kernel for the fused op may
+    cover only some convolutions and pools, and a fused node it does not compute would run on
+    the reference). Runs after :func:`fuse_epilogues`, so the activation between the two is
+    already in the FusedConv. The fused node computes what the two did, bit for bit.
+    """
+    uses = _uses(graph)
+    readers = graph.consumers()
+    producer = {out: node for node in graph.nodes for out in node.outputs if out}
+    nodes = list(graph.nodes)
+    for pool in graph.nodes:
+        if pool.op != "MaxPool" or pool.domain or any(pool.outputs[1:]):
+            continue
+        conv = producer.get(pool.inputs[0])
+        if conv is None or (conv.op, conv.domain) not in (("Conv", ""), ("FusedConv", FUSED_DOMAIN)):
+            continue
+        if any(conv.inputs[3:]) or _sole_reader(readers, uses, pool.inputs[0]) is not pool:
+            continue
+        attrs = {**conv.attrs, **{"pool_" + k: v for k, v in pool.attrs.items() if k in _POOL_ATTRS}}
+        fused = Node(name=conv.name, op="FusedConvMaxPool", domain=FUSED_DOMAIN,
+                     inputs=conv.inputs[:3], outputs=pool.outputs[:1], attrs=attrs, opset=1)
+        if not ctx.target_runs(graph, fused):
+            continue
+        nodes[_pos(nodes, pool)] = fused
+        del nodes[_pos(nodes, conv)]
+    return _with_nodes(graph, nodes)
+
+
 def _is_const(graph: Graph, ctx: PassContext, name: str, target: float, rtol: float = 1e-6) -> bool:
     value = _scalar(graph, ctx, name)
     return value is not None and abs(value - target) <= rtol * abs(target)
@@ -464,13 +505,15 @@ DEFAULT_PASSES: tuple[Pass, ...] = (
     fuse_attention,
     absorb_attention_transposes,
     fuse_epilogues,
+    fuse_conv_pool,
     drop_unused_initializers,
 )
 """The passes :func:`optimize` runs, in order."""
 
 
 def optimize(graph: Graph, registry: OpRegistry, types: Mapping[str, ValueType | None], *,
-             passes: Sequence[Pass] = DEFAULT_PASSES, supports: Supports | None = None) -> Graph:
+             passes: Sequence[Pass] = DEFAULT_PASSES, supports: Supports | None = None,
+             runs: Runs | None = None) -> Graph:
     """Run ``passes`` over ``graph`` in order; types are re-inferred before each pass.
 
     Args:
@@ -481,6 +524,8 @@ def optimize(graph: Graph, registry: OpRegistry, types: Mapping[str, ValueType |
         passes: the pipeline (default :data:`DEFAULT_PASSES`).
         supports: ``supports(domain, op)`` for the target backends; fusions into an op the
             target lacks are skipped. None: every fusion applies (the reference runs all).
+        runs: ``runs(spec)`` for the target backends (:func:`run_by`), for the fusions whose
+            kernels cover some cases only (:func:`fuse_conv_pool`); None: ``supports`` decides.
 
     Returns:
         An equivalent graph: same inputs and outputs, same results up to the rounding noted
@@ -489,7 +534,7 @@ def optimize(graph: Graph, registry: OpRegistry, types: Mapping[str, ValueType |
     inputs = {v.name: types.get(v.name, v.type) for v in graph.inputs}
     for step in passes:
         inferred = infer_types(graph, inputs, registry)
-        ctx = PassContext(registry, inferred.types, inferred.constants, supports)
+        ctx = PassContext(registry, inferred.types, inferred.constants, supports, runs)
         graph = step(graph, ctx)
     return graph
 
@@ -498,3 +543,10 @@ def supported_by(backends: Sequence[Any]) -> Supports:
     """``supports(domain, op)``: some backend of ``backends`` declares a kernel for the op."""
     ops = {(k.domain, k.op) for b in backends for k in b.kernels()}
     return lambda domain, op: (domain, op) in ops
+
+
+def run_by(backends: Sequence[Any]) -> Runs:
+    """``runs(spec)``: some backend of ``backends`` has a scheme that applies to the node."""
+    from refmnn.schedule.plan import _find_kernel
+
+    return lambda spec: any(_find_kernel(b, spec) is not None for b in backends)

@@ -316,10 +316,11 @@ def compile_plan(
     # Graph optimisation (Dropout/Identity removal, BN folding, fusions): never on a
     # reference-only plan unless asked, so the golden reference runs the model's own ops.
     if optimize or (optimize is None and accelerated):
-        from refmnn.schedule.optimize import optimize as optimize_graph, supported_by
+        from refmnn.schedule.optimize import optimize as optimize_graph, run_by, supported_by
 
         supports = None if optimize else supported_by(accelerated)
-        graph = optimize_graph(graph, registry, input_types, supports=supports)
+        runs = None if optimize else run_by(accelerated)
+        graph = optimize_graph(graph, registry, input_types, supports=supports, runs=runs)
         inferred = infer_types(graph, input_types, registry)
     if accelerated:
         types, constants = inferred.types, inferred.constants

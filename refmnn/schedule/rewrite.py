@@ -20,6 +20,10 @@ from refmnn.ops.registry import OpRegistry
 Supports = Callable[[str, str], bool]
 """``supports(domain, op)``: the target has a fast kernel for this op."""
 
+Runs = Callable[[Any], bool]
+"""``runs(spec)``: a scheme of the target's computes this node (a :class:`NodeSpec`: its
+shapes, attributes and constants), for fusions whose kernels cover only some cases."""
+
 
 @dataclass(frozen=True, slots=True)
 class PassContext:
@@ -30,15 +34,28 @@ class PassContext:
         types: the inferred type of every value of the graph the pass receives.
         constants: the values known at plan time (initializers and folded values).
         supports: the target's op support; None means "any op" (the reference runs them all).
+        runs: whether the target computes a given node; None: whatever ``supports`` admits.
     """
 
     registry: OpRegistry
     types: Mapping[str, ValueType | None]
     constants: Mapping[str, np.ndarray]
     supports: Supports | None = None
+    runs: Runs | None = None
 
     def target_has(self, domain: str, op: str) -> bool:
         return self.supports is None or self.supports(domain, op)
+
+    def target_runs(self, graph: Graph, node: Node) -> bool:
+        """The target has the node's op and (given ``runs``) a scheme that applies to it at
+        the types of ``graph``'s values (``node`` is a candidate, not yet in ``graph``)."""
+        if not self.target_has(node.domain, node.op):
+            return False
+        if self.supports is None or self.runs is None:
+            return True
+        from refmnn.schedule.plan import make_spec
+
+        return self.runs(make_spec(node, graph, self.registry, self.types, self.constants))
 
 
 Pass = Callable[[Graph, PassContext], Graph]

@@ -1,4 +1,5 @@
-"""refmnn's fused ops (refmnn/ops/fused.py): FusedConv, FusedMatMul, FusedGemm, FusedAttention.
+"""refmnn's fused ops (refmnn/ops/fused.py): FusedConv, FusedConvMaxPool, FusedMatMul, FusedGemm,
+FusedAttention.
 
 The graph passes create these ops for a backend that declares them, so a backend that does is
 checked here like any ONNX op: every activation, the optional bias and residual, the broadcast
@@ -69,6 +70,42 @@ def fused_conv_errors(ctx: SampleContext):
 
 def _conv_k(sample: Sample) -> int:
     return max(1, prod(sample.inputs[1].shape[1:]))
+
+
+def fused_conv_max_pool_samples(ctx: SampleContext):
+    relu = {"activation": "relu"}
+    pool = {"pool_kernel_shape": (3, 3), "pool_strides": (2, 2)}
+    # stems as numba's direct_few_max_pool takes them: few input channels, 3x3 or 7x7, a 3x3
+    # stride-2 pool on rows of at least 16 convolution and 8 pooled outputs
+    yield Sample((ctx.make((1, 3, 40, 40), UNIT), ctx.make((8, 3, 3, 3), UNIT),
+                  ctx.make((8,), UNIT)), {"strides": (2, 2), **relu, **pool, "pool_ceil_mode": 1},
+                 name="squeezenet_stem")
+    yield Sample((ctx.make((2, 3, 48, 48), UNIT), ctx.make((8, 3, 7, 7), UNIT),
+                  ctx.make((8,), UNIT)),
+                 {"strides": (2, 2), "pads": (3, 3, 3, 3), **relu, **pool,
+                  "pool_pads": (1, 1, 1, 1)}, name="resnet_stem")
+    yield Sample((ctx.make((1, 1, 36, 36), UNIT), ctx.make((4, 1, 3, 3), UNIT)),
+                 {"pads": (1, 1, 1, 1), "activation": "clip", "activation_min": -0.5,
+                  "activation_max": 0.25, **pool}, name="clip_no_bias")
+    yield Sample((ctx.make((1, 4, 33, 33), UNIT), ctx.make((12, 4, 3, 3), UNIT),
+                  ctx.make((12,), UNIT)), {**pool, "pool_ceil_mode": 1}, name="stride1_no_activation")
+    # what the kernels above do not take: many channels, other pools and activations
+    yield Sample((ctx.make((2, 6, 9, 8), UNIT), ctx.make((5, 6, 3, 3), UNIT),
+                  ctx.make((5,), UNIT)),
+                 {"pads": (1, 1, 1, 1), "activation": "sigmoid", "pool_kernel_shape": (2, 2),
+                  "pool_dilations": (2, 1)}, name="dilated_pool_sigmoid")
+    yield Sample((ctx.make((1, 2, 11, 11), UNIT), ctx.make((3, 2, 3, 3), UNIT),
+                  ctx.make((3,), UNIT)),
+                 {"strides": (2, 2), **relu, **pool, "pool_auto_pad": "SAME_UPPER"},
+                 name="same_upper_pool")
+
+
+def fused_conv_max_pool_errors(ctx: SampleContext):
+    x, w = ctx.make((1, 3, 5, 5)), ctx.make((2, 3, 3, 3))
+    yield ErrorSample(Sample((x, w), {"pool_kernel_shape": (3, 3), "activation": "swish"},
+                             name="unknown_activation"), RefmnnError, r"activation")
+    yield ErrorSample(Sample((x, ctx.make((2, 4, 3, 3))), {"pool_kernel_shape": (2, 2)},
+                             name="channel_mismatch"), RefmnnError, r"channel|shape|group")
 
 
 def fused_matmul_samples(ctx: SampleContext):
@@ -179,6 +216,9 @@ CASES = (
     OpCase("FusedConv", domain=DOMAIN, opset=1, dtypes=FLOATS, samples=fused_conv_samples,
            errors=fused_conv_errors, accumulates=_conv_k, tolerance=NARROW,
            tags=("accumulates", "fused")),
+    OpCase("FusedConvMaxPool", domain=DOMAIN, opset=1, dtypes=FLOATS,
+           samples=fused_conv_max_pool_samples, errors=fused_conv_max_pool_errors,
+           accumulates=_conv_k, tolerance=NARROW, tags=("accumulates", "fused")),
     OpCase("FusedMatMul", domain=DOMAIN, opset=1, dtypes=FLOATS, samples=fused_matmul_samples,
            errors=fused_matmul_errors, accumulates=_matmul_k, tolerance=NARROW,
            tags=("accumulates", "fused")),

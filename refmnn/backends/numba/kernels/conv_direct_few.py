@@ -353,6 +353,16 @@ def _store_rows8(acc, flat, start, rows, ow_n, pitch, act, lo, hi):
             vstore(flat, d + v, activate8(vload(acc, a + v), act, lo, hi))
 
 
+@njit(inline="always", **JIT)
+def fill_channel(x, n, c, planes, per_channel, area, s, pt, pl, hp, wpad, pitch, size):
+    """Input channel ``c`` of image ``n`` into its padded planes, ``planes[c * per_channel:]``
+    (:func:`.conv_depthwise3x3.fill_padded`; the padding zeroed at the first image)."""
+    channel = planes[c * per_channel:(c + 1) * per_channel]
+    if n == 0:
+        channel[:] = 0  # the padding, never written by fill_padded
+    fill_padded(x[n, c], channel[:area], channel[area:], s, pt, pl, hp, wpad, pitch, size)
+
+
 @njit(**PJIT)
 def conv_direct_few_simd(x, wp, k, offsets, bias, out, flat, s, pt, pl, act, alpha, lo, hi,
                          planes, scratch, parts, rows):
@@ -374,11 +384,7 @@ def conv_direct_few_simd(x, wp, k, offsets, bias, out, flat, s, pt, pl, act, alp
                                                             act == CLIP)
     for n in range(n_img):
         for c in prange(c_in):
-            channel = planes[c * per_channel:(c + 1) * per_channel]
-            if n == 0:
-                channel[:] = 0  # the padding, never written by fill_padded
-            fill_padded(x[n, c], channel[:area], channel[area:], s, pt, pl, hp, wpad, pitch,
-                        size)
+            fill_channel(x, n, c, planes, per_channel, area, s, pt, pl, hp, wpad, pitch, size)
         for part in prange(parts):
             acc = scratch[part]
             for task in range(part * tasks // parts, (part + 1) * tasks // parts):
@@ -424,12 +430,16 @@ class DirectFewSimdConv(DirectFewConv):
         s, k = self.params[2], self.params[0]
         _, _, pitch, size, _, _, _ = padded_geometry(oh, ow, s, k)
         self.offsets = tap_offsets(s, pitch, size, k)
-        self.wp = packed_weights(self.backend, spec)
+        self.wp = self.packed(spec)
         self.rows = max(1, 256 // pitch)  # output rows per task: about 256 outputs
         self.span = -(-((self.rows - 1) * pitch + ow) // TILE) * TILE
         self.planes = self.c * self.per_channel + SLACK
         self.workspace_bytes = (self.planes + self.parts * 4 * self.span) * 4
         self.bound = Bound()
+
+    def packed(self, spec: NodeSpec) -> np.ndarray:
+        """The weights, constants here, packed once (:func:`.conv_1x1_simd.packed_weights`)."""
+        return packed_weights(self.backend, spec)
 
     def run(self, inputs, outputs, workspace):  # type: ignore[no-untyped-def]
         self.bound((*inputs, outputs[0], handle(workspace)),

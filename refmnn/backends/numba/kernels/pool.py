@@ -48,6 +48,8 @@ row overlaps the one before it and recomputes a few outputs, so there is no scal
 SqueezeNet's 27 x 27 and 13 x 13 planes most of ``max3x3s2``'s loops were such tails. The
 maximum is :func:`.simd.vmax`, the scalar ``_max`` lane-wise (NaN wins, equal values give the
 second), in the same order, so the results are those of the other schemes bit for bit.
+A row's two halves are :func:`column_maxima8` and :func:`window_maxima8`, which
+``refmnn::FusedConvMaxPool``'s kernel (:mod:`.conv_few_pool`) shares.
 Median us, 2 threads, the two kernels alternating on the same arrays, two runs (max3x3s2 /
 max3x3s2_simd): 256 @ 27 105 / 65 and 104 / 65, 128 @ 55 124 / 107 and 120 / 107, 64 @ 111
 171 / 203 and 153 / 184, 64 @ 112 pads 1 181 / 212 and 174 / 203. On the wide planes, whose
@@ -75,6 +77,8 @@ from numba import njit, prange
 from refmnn.backends.base import Kernel, KernelDef, NodeSpec, Scheme
 from refmnn.backends.numba.kernels._common import (F32, JIT, PJIT, Bound, Call, handle, numel,
                                                   single_output, window_params)
+from refmnn.backends.numba.kernels.fused import NONE
+from refmnn.backends.numba.kernels.gemm_simd import activate8
 from refmnn.backends.numba.kernels.simd import (LANES, native, veven, vload, vmax, vodd, vorder,
                                                 vsplat, vstore)
 
@@ -262,6 +266,38 @@ def scratch_3x3s2_simd(w: int, pl: int, ow_n: int) -> int:
     return -(-(max(pl + w, 2 * ow_n + 2) + LANES) // LANES) * LANES
 
 
+@njit(inline="always", **JIT)
+def column_maxima8(src, o0, o1, o2, rows, w, row, pl, act, lo, hi):
+    """The first half of one output row of a 3x3 stride-2 max pool, eight columns a vector
+    (see ``max3x3s2_simd`` in the module docstring): into ``row`` from ``pl`` on, column by
+    column, the maximum over the ``rows`` (1 to 3) input rows of its windows, ``w`` elements
+    of ``src`` from ``o0``, ``o1`` and ``o2`` on, each element activated first
+    (:func:`.gemm_simd.activate8`: none, Relu or Clip to ``[lo, hi]``). ``row``: the worker's
+    padded row, -inf outside the input columns (:func:`scratch_3x3s2_simd`); the last vector
+    overlaps the one before it."""
+    for g in range(0, w, LANES):
+        k = min(g, w - LANES)
+        m = activate8(vload(src, o0 + k), act, lo, hi)
+        if rows > 1:
+            m = vmax(m, activate8(vload(src, o1 + k), act, lo, hi))
+        if rows > 2:
+            m = vmax(m, activate8(vload(src, o2 + k), act, lo, hi))
+        vstore(row, pl + k, m)
+
+
+@njit(inline="always", **JIT)
+def window_maxima8(row, out, base, ow_n):
+    """The second half: ``out[base + ow] = max(row[2 ow], row[2 ow + 1], row[2 ow + 2])`` for
+    ``ow < ow_n``, from the even and the odd of sixteen columns and the even of sixteen from two
+    on (in veven's lane order, put right by vorder); the last vector overlaps the one before."""
+    for g in range(0, ow_n, LANES):
+        o = min(g, ow_n - LANES)
+        a, b = vload(row, 2 * o), vload(row, 2 * o + LANES)
+        c, d = vload(row, 2 * o + 2), vload(row, 2 * o + 2 + LANES)
+        m = vmax(vmax(veven(a, b), vodd(a, b)), veven(c, d))
+        vstore(out, base + o, vorder(m))
+
+
 @njit(**PJIT)
 def max_pool_3x3s2_simd(x, out, h, w, oh_n, ow_n, pt, pl, scratch):
     """MaxPool 3x3, stride 2, dilation 1, any padding, eight outputs a vector (see
@@ -277,24 +313,10 @@ def max_pool_3x3s2_simd(x, out, h, w, oh_n, ow_n, pt, pl, scratch):
         for t in range(part * planes // parts, (part + 1) * planes // parts):
             for oh in range(oh_n):
                 lo, hi = max(2 * oh - pt, 0), min(2 * oh - pt + 3, h)
-                # the maximum over the window's input rows, column by column, into the row
-                # (eight columns a vector; the last vector overlaps the one before it)
-                for g in range(0, w, LANES):
-                    k = min(g, w - LANES)
-                    m = vsplat(ninf)
-                    for i in range(lo, hi):
-                        m = vmax(m, vload(x, (t * h + i) * w + k))
-                    vstore(row, pl + k, m)
-                # output ow = max(row[2 ow], row[2 ow + 1], row[2 ow + 2]): the even and the odd
-                # of sixteen columns, the even of sixteen from two on (in veven's lane order,
-                # put right by vorder); again the last vector overlaps the one before it
-                base = (t * oh_n + oh) * ow_n
-                for g in range(0, ow_n, LANES):
-                    o = min(g, ow_n - LANES)
-                    a, b = vload(row, 2 * o), vload(row, 2 * o + LANES)
-                    c, d = vload(row, 2 * o + 2), vload(row, 2 * o + 2 + LANES)
-                    m = vmax(vmax(veven(a, b), vodd(a, b)), veven(c, d))
-                    vstore(out, base + o, vorder(m))
+                first = (t * h + lo) * w
+                column_maxima8(x, first, first + w, first + 2 * w, hi - lo, w, row, pl, NONE,
+                               ninf, ninf)
+                window_maxima8(row, out, (t * oh_n + oh) * ow_n, ow_n)
 
 
 def pool_params(spec: NodeSpec) -> tuple[int, ...]:
