@@ -65,7 +65,8 @@ def test_weights_that_are_not_constants_are_packed_on_every_run():
     x, w = STEMS["squeezenet"][0], STEMS["squeezenet"][1]
     session = refmnn.Session(model, backends=("numba",), check=False)
     for seed in range(2):  # new weights each run: a stale packing would give the first run's
-        feeds = {"X": rand(*x), "W": np.random.default_rng(seed).standard_normal(w).astype(np.float32)}
+        weights = np.random.default_rng(seed).standard_normal(w).astype(np.float32)
+        feeds = {"X": rand(*x), "W": weights}
         got = session.run(feeds)["Y"]
         want = refmnn.Session(model, check=False).run(feeds)["Y"]
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

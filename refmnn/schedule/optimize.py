@@ -32,9 +32,9 @@ from refmnn.ops.fused import DOMAIN as FUSED_DOMAIN
 from refmnn.ops.registry import OpRegistry
 from refmnn.schedule.attention import absorb_attention_transposes, fuse_attention
 from refmnn.schedule.lower import fold_constants, lower_node
-from refmnn.schedule.rewrite import (Pass, PassContext, Runs, Supports, _absorb_add, _captured, _const,
-                                     _fresh, _has, _pos, _rewire, _scalar, _sole_reader, _uses,
-                                     _with, _with_nodes)
+from refmnn.schedule.rewrite import (Pass, PassContext, Runs, Supports, _absorb_add, _captured,
+                                     _const, _fresh, _has, _pos, _rewire, _scalar, _sole_reader,
+                                     _uses, _with, _with_nodes)
 from refmnn.schedule.shapes import UNFOLDABLE, infer_types
 
 __all__ = ["Pass", "PassContext", "Runs", "Supports", "DEFAULT_PASSES",
@@ -377,6 +377,7 @@ def fuse_epilogues(graph: Graph, ctx: PassContext) -> Graph:
 
 
 _POOL_ATTRS = ("auto_pad", "kernel_shape", "pads", "strides", "ceil_mode", "dilations")
+_CONVS = (("Conv", ""), ("FusedConv", FUSED_DOMAIN))
 
 
 def fuse_conv_pool(graph: Graph, ctx: PassContext) -> Graph:
@@ -402,11 +403,12 @@ def fuse_conv_pool(graph: Graph, ctx: PassContext) -> Graph:
         if pool.op != "MaxPool" or pool.domain or any(pool.outputs[1:]):
             continue
         conv = producer.get(pool.inputs[0])
-        if conv is None or (conv.op, conv.domain) not in (("Conv", ""), ("FusedConv", FUSED_DOMAIN)):
+        if conv is None or (conv.op, conv.domain) not in _CONVS:
             continue
         if any(conv.inputs[3:]) or _sole_reader(readers, uses, pool.inputs[0]) is not pool:
             continue
-        attrs = {**conv.attrs, **{"pool_" + k: v for k, v in pool.attrs.items() if k in _POOL_ATTRS}}
+        pooling = {"pool_" + k: v for k, v in pool.attrs.items() if k in _POOL_ATTRS}
+        attrs = {**conv.attrs, **pooling}
         fused = Node(name=conv.name, op="FusedConvMaxPool", domain=FUSED_DOMAIN,
                      inputs=conv.inputs[:3], outputs=pool.outputs[:1], attrs=attrs, opset=1)
         if not ctx.target_runs(graph, fused):

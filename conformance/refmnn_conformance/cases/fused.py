@@ -88,7 +88,8 @@ def fused_conv_max_pool_samples(ctx: SampleContext):
                  {"pads": (1, 1, 1, 1), "activation": "clip", "activation_min": -0.5,
                   "activation_max": 0.25, **pool}, name="clip_no_bias")
     yield Sample((ctx.make((1, 4, 33, 33), UNIT), ctx.make((12, 4, 3, 3), UNIT),
-                  ctx.make((12,), UNIT)), {**pool, "pool_ceil_mode": 1}, name="stride1_no_activation")
+                  ctx.make((12,), UNIT)), {**pool, "pool_ceil_mode": 1},
+                 name="stride1_no_activation")
     # what the kernels above do not take: many channels, other pools and activations
     yield Sample((ctx.make((2, 6, 9, 8), UNIT), ctx.make((5, 6, 3, 3), UNIT),
                   ctx.make((5,), UNIT)),

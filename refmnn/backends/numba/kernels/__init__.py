@@ -26,6 +26,6 @@ def all_kernel_defs() -> tuple[KernelDef, ...]:
         shape,
     )
 
-    modules = (conv, conv_few_pool, linalg, attention, pool, elementwise, activation, reduction, norm, raster,
-               shape, indexing, cast)
+    modules = (conv, conv_few_pool, linalg, attention, pool, elementwise, activation, reduction,
+               norm, raster, shape, indexing, cast)
     return tuple(k for m in modules for k in m.KERNELS)
