@@ -96,13 +96,15 @@ def test_a_strided_output_is_written_through_a_temporary():
     backend.close()
 
 
-def _stem_then_pool(c_in=3, c_out=8, size=63, also_out=False):
+def _stem_then_pool(c_in=3, c_out=8, size=63, also_out=False, relu=True):
     rng = np.random.default_rng(7)  # the same weights for every variant of the model
     w = numpy_helper.from_array(rng.standard_normal((c_out, c_in, 3, 3), np.float32) * 0.3, "W")
     b = numpy_helper.from_array(rng.standard_normal(c_out, np.float32), "B")
-    nodes = [helper.make_node("Conv", ["X", "W", "B"], ["c"], name="conv", strides=[2, 2]),
-             helper.make_node("Relu", ["c"], ["r"], name="relu"),
-             helper.make_node("MaxPool", ["r"], ["Y"], name="pool", ceil_mode=1, **POOL)]
+    nodes = [helper.make_node("Conv", ["X", "W", "B"], ["c"], name="conv", strides=[2, 2])]
+    if relu:
+        nodes.append(helper.make_node("Relu", ["c"], ["r"], name="relu"))
+    nodes.append(helper.make_node("MaxPool", ["r" if relu else "c"], ["Y"], name="pool",
+                                  ceil_mode=1, **POOL))
     outputs = [("Y", F, None)] + ([("r", F, None)] if also_out else [])
     return make_model(nodes, [("X", F, (1, c_in, size, size))], outputs, initializers=[w, b])
 
@@ -136,5 +138,15 @@ def test_a_convolution_the_kernel_does_not_take_is_not_fused():
     got = session.run(feeds)["Y"]
     assert [op for op, _ in _schemes(session)] == ["FusedConv", "MaxPool"]
     assert all(s.backend == "numba" for s in session.plan.steps if isinstance(s, RunStep))
+    want = refmnn.Session(model, check=False).run(feeds)["Y"]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_plain_conv_then_max_pool_is_fused_on_numba():
+    model = _stem_then_pool(relu=False)  # a Conv, no FusedConv before the pass
+    session = refmnn.Session(model, backends=("numba",), check=False)
+    feeds = {"X": rand(1, 3, 63, 63)}
+    got = session.run(feeds)["Y"]
+    assert _schemes(session) == [("FusedConvMaxPool", "direct_few_max_pool")]
     want = refmnn.Session(model, check=False).run(feeds)["Y"]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
