@@ -36,7 +36,8 @@ def test_pool(op, attrs):
 
 
 @pytest.mark.parametrize(("pads", "ceil_mode"), [([0, 0, 0, 0], 0), ([1, 1, 1, 1], 0),
-                                                  ([0, 1, 2, 0], 1), ([2, 2, 2, 2], 1)])
+                                                  ([0, 1, 2, 0], 1), ([2, 2, 2, 2], 1),
+                                                  ([3, 3, 3, 3], 0)])  # windows all padding
 @pytest.mark.parametrize("width", [12, 19])
 def test_maxpool_3x3_stride2_special_values(pads, ceil_mode, width):
     """MaxPool 3x3 stride 2 in every scheme (``direct``: one loop over three rows, then the

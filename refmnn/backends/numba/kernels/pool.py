@@ -270,14 +270,16 @@ def scratch_3x3s2_simd(w: int, pl: int, ow_n: int) -> int:
 def column_maxima8(src, o0, o1, o2, rows, w, row, pl, act, lo, hi):
     """The first half of one output row of a 3x3 stride-2 max pool, eight columns a vector
     (see ``max3x3s2_simd`` in the module docstring): into ``row`` from ``pl`` on, column by
-    column, the maximum over the ``rows`` (1 to 3) input rows of its windows, ``w`` elements
+    column, the maximum over the ``rows`` (0 to 3) input rows of its windows, ``w`` elements
     of ``src`` from ``o0``, ``o1`` and ``o2`` on, each element activated first
     (:func:`.gemm_simd.activate8`: none, Relu or Clip to ``[lo, hi]``). ``row``: the worker's
     padded row, -inf outside the input columns (:func:`scratch_3x3s2_simd`); the last vector
     overlaps the one before it."""
     for g in range(0, w, LANES):
         k = min(g, w - LANES)
-        m = activate8(vload(src, o0 + k), act, lo, hi)
+        m = vsplat(np.float32(-np.inf))  # a window wholly in the padding: -inf
+        if rows > 0:
+            m = vmax(m, activate8(vload(src, o0 + k), act, lo, hi))
         if rows > 1:
             m = vmax(m, activate8(vload(src, o1 + k), act, lo, hi))
         if rows > 2:
