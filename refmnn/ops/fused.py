@@ -39,7 +39,7 @@ activation      meaning (the reference it calls)               parameters
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -156,16 +156,18 @@ POOL_ATTRS = tuple(replace(a, name="pool_" + a.name, doc="MaxPool's " + a.name +
 """MaxPool-10's attributes (storage_order aside: there is no Indices output), named pool_*."""
 
 
-def _pool_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
-    """The pool_* attributes of a FusedConvMaxPool under MaxPool's own names."""
-    return {k[len("pool_"):]: v for k, v in attrs.items() if k.startswith("pool_")}
+def split_pool_attrs(attrs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A FusedConvMaxPool's attributes as (FusedConv's, MaxPool's under their own names)."""
+    conv = {k: v for k, v in attrs.items() if not k.startswith("pool_")}
+    pool = {k[len("pool_"):]: v for k, v in attrs.items() if k.startswith("pool_")}
+    return conv, pool
 
 
 def _fused_conv_pool_rule(ctx: InferContext, x: TensorType | None, w: TensorType | None,
                           b: TensorType | None = None, **attrs: Any) -> TensorType:
-    conv = {k: v for k, v in attrs.items() if not k.startswith("pool_")}
+    conv, pool = split_pool_attrs(attrs)
     y = _fused_conv_rule(ctx, x, w, b, None, **conv)
-    return pool_ops._pool_rule(ctx, y, **_pool_attrs(attrs))  # type: ignore[return-value]
+    return pool_ops._pool_rule(ctx, y, **pool)  # type: ignore[return-value]
 
 
 @op("FusedConvMaxPool", since=1, domain=DOMAIN, inputs=("X", "W", "B?"), outputs=("Y",),

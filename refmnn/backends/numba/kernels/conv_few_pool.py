@@ -55,6 +55,7 @@ from refmnn.backends.numba.kernels.pool import (_ok_3x3s2_simd, column_maxima8, 
 from refmnn.graph import TensorType
 from refmnn.ops import _window as win
 from refmnn.ops.fused import DOMAIN as FUSED_DOMAIN
+from refmnn.ops.fused import split_pool_attrs
 
 BANDS = 4  # bands of pooled rows per block of four output channels (tasks: blocks x bands)
 
@@ -115,7 +116,7 @@ def conv_part(spec: NodeSpec) -> NodeSpec:
     """The FusedConvMaxPool node as the FusedConv it starts with: the convolution's attributes
     and output (its shape by Conv's rule), for the predicates and kernels of FusedConv."""
     x, w = spec.inputs[0], spec.inputs[1]
-    attrs = {k: v for k, v in spec.attrs.items() if not k.startswith("pool_")}
+    attrs = split_pool_attrs(spec.attrs)[0]
     dims = None
     if x is not None and w is not None and x.shape is not None and w.shape is not None:
         kernel = attrs.get("kernel_shape") or w.shape[2:]
@@ -126,11 +127,11 @@ def conv_part(spec: NodeSpec) -> NodeSpec:
     return replace(spec, attrs=attrs, outputs=(y,))
 
 
-def pool_part(spec: NodeSpec) -> NodeSpec:
+def pool_part(spec: NodeSpec, conv: NodeSpec) -> NodeSpec:
     """The FusedConvMaxPool node as the MaxPool it ends with: the pool_* attributes under
-    MaxPool's names, reading the convolution's output."""
-    attrs = {k[len("pool_"):]: v for k, v in spec.attrs.items() if k.startswith("pool_")}
-    return replace(spec, attrs={**attrs, "storage_order": 0}, inputs=conv_part(spec).outputs)
+    MaxPool's names, reading the output of ``conv`` (:func:`conv_part`)."""
+    attrs = split_pool_attrs(spec.attrs)[1]
+    return replace(spec, attrs={**attrs, "storage_order": 0}, inputs=conv.outputs)
 
 
 def is_few_max_pool(spec: NodeSpec) -> bool:
@@ -144,7 +145,7 @@ def is_few_max_pool(spec: NodeSpec) -> bool:
     if spec.attrs.get("activation", "none") not in ("none", "relu", "clip"):
         return False
     return ((is_direct3x3_few(conv) or is_direct7x7_few(conv))
-            and int(conv.inputs[1].shape[0]) % 4 == 0 and _ok_3x3s2_simd(pool_part(spec)))
+            and int(conv.inputs[1].shape[0]) % 4 == 0 and _ok_3x3s2_simd(pool_part(spec, conv)))
 
 
 def few_max_pool_cost(spec: NodeSpec) -> float:
@@ -162,7 +163,7 @@ class ConvFewMaxPool(DirectFewSimdConv):
     def prepare(self, spec: NodeSpec) -> None:
         conv = conv_part(spec)
         super().prepare(conv)
-        *_, self.ppt, self.ppl, _, _ = pool_params(pool_part(spec))
+        *_, self.ppt, self.ppl, _, _ = pool_params(pool_part(spec, conv))
         self.conv_oh, self.conv_ow = (int(d) for d in conv.outputs[0].shape[2:])
         self.ph, self.pw = (int(d) for d in spec.outputs[0].shape[2:])
         self.band = max(1, -(-self.ph // BANDS))
