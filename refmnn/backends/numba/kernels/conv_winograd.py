@@ -51,6 +51,24 @@ notation: input ``[N, C, H, W]``, weights ``[OC, C, 3, 3]``, output ``[N, OC, OH
     ms; SqueezeNet 7.21 -> 7.06 ms. Cost: the Winograd formula with the products on the padded
     tiles at ``SIMD_FACTOR`` (0.85) and no sgemm calls or packing.
 
+    V and M are ``a*a`` slabs each, ``[a*a, slab]``: channel ``c``'s tiles are the row ``c *
+    pitch ..`` of every slab, and the slabs are spaced an odd number of cache lines apart
+    (:func:`slab`). The input transform writes one channel's row in all ``a*a`` slabs at once,
+    the output transform reads six (F(4,3)) of one channel's rows at once; packed back to back,
+    ``[a*a, C, pitch]``, the slabs were ``C * pitch * 4`` bytes apart, a multiple of 4096 in
+    many layers (64 @ 13x13, 128 @ 28x28, 256 @ 14x14: every slab's row in the same set of the
+    64-set L1), so those rows evicted each other. The input transform alone, hot, 2 threads:
+    64 @ 13x13 68 -> 37 us, 128 @ 28x28 259 -> 148-159 us, 16 @ 55x55 unchanged. Each
+    channel's padding columns are zeroed by the input transform too (:func:`zero_padding`),
+    where NumPy's ``fill`` of the strided slice ``v[:, :, tiles:]`` had cost 67 us at 64 @
+    56x56. The kernel before and after, 2 threads, inputs cycling over 8 planes, medians of 300
+    calls alternating (us): 16 -> 64 @ 55 539 -> 527, 32 -> 128 @ 27 412 -> 381, 48 -> 192 @
+    13 255 -> 250, 64 -> 256 @ 13 323 -> 285, 64 @ 56 1493 -> 1449, 128 @ 28 1162 -> 1106,
+    256 @ 14 1519 -> 1411, 512 @ 7 (F(2,3)) 1580 -> 1506. Whole models, sessions with either
+    kernel alternating in one process, outputs bit-equal: SqueezeNet 1.1 7.44 -> 7.18 ms
+    (0.965), ResNet-18 28.78 -> 27.53 (0.957); the spacing alone (against the new kernel with
+    the slabs back to back) 0.975 and 0.984.
+
 Winograd cost, F(m x m, 3x3) with ``a = m + 2`` and ``tiles = ceil(OH/m) * ceil(OW/m)``::
 
     N * (2 * a*a * OC * C * tiles16                the sgemms (whole tiles, border waste included;
@@ -127,6 +145,15 @@ WG = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], dtype=n
 
 
 @njit(inline="always", **JIT)
+def zero_padding(v, start, stop):
+    """Zero columns ``start .. stop - 1`` of every slab of ``v``: a channel's padding columns,
+    which the products multiply (their results are never read) and which must not hold NaNs."""
+    for i in range(v.shape[0]):
+        for t in range(start, stop):
+            v[i, t] = 0
+
+
+@njit(inline="always", **JIT)
 def load_tile_rows(rows, src, top, h, lo, hi, pl):
     """Copy input rows ``top .. top + len(rows) - 1`` of the plane ``src`` into ``rows``, columns
     ``[lo, hi)`` (shifted right by the left padding ``pl``); rows outside the plane become 0.
@@ -168,8 +195,10 @@ def store_tile_rows(y, plane, z, has_z, n, oc, tiles_w, act, alpha, lo, hi):
 
 
 @njit(**PJIT)
-def winograd23_input(x, n, pt, pl, tiles_h, tiles_w, v):
-    """V[16, C, tiles] = B^T d B for every 4x4 input tile d (stride 2, zero outside).
+def winograd23_input(x, n, pt, pl, tiles_h, tiles_w, v, pitch):
+    """V[16, C, tiles] = B^T d B for every 4x4 input tile d (stride 2, zero outside), stored
+    as ``v [16, slab]`` (:func:`slab`): tile ``t`` of channel ``c`` at ``v[i, c * pitch + t]``,
+    columns ``tiles .. pitch - 1`` of each channel's row zeroed.
 
     As :func:`winograd43_input`: per tile row, its four input rows copied, zero-padded, into
     ``rows``; ``B^T`` down each column (one loop along the row), then ``B`` across each tile's
@@ -187,6 +216,8 @@ def winograd23_input(x, n, pt, pl, tiles_h, tiles_w, v):
         rows = np.zeros((4, width), dtype=np.float32)
         tmp = np.empty((4, width), dtype=np.float32)
         src = x[n, c]
+        row = c * pitch  # channel c's row in each of the 16 slabs
+        zero_padding(v, row + tiles_h * tiles_w, row + pitch)
         for th in range(tiles_h):
             load_tile_rows(rows, src, th * 2 - pt, h, lo, hi, pl)
             for j in range(width):  # tmp = B^T rows
@@ -200,18 +231,18 @@ def winograd23_input(x, n, pt, pl, tiles_h, tiles_w, v):
                 for tw in range(tiles_w):
                     e0, e1, e2, e3 = (tmp[k, tw * 2], tmp[k, tw * 2 + 1], tmp[k, tw * 2 + 2],
                                       tmp[k, tw * 2 + 3])
-                    t = t0 + tw
-                    v[k * 4 + 0, c, t] = e0 - e2
-                    v[k * 4 + 1, c, t] = e1 + e2
-                    v[k * 4 + 2, c, t] = e2 - e1
-                    v[k * 4 + 3, c, t] = e1 - e3
+                    t = row + t0 + tw
+                    v[k * 4 + 0, t] = e0 - e2
+                    v[k * 4 + 1, t] = e1 + e2
+                    v[k * 4 + 2, t] = e2 - e1
+                    v[k * 4 + 3, t] = e1 - e3
 
 
 @njit(**PJIT)
-def winograd23_output(m, bias, z, has_z, out, n, tiles_h, tiles_w, act, alpha, lo, hi):
+def winograd23_output(m, pitch, bias, z, has_z, out, n, tiles_h, tiles_w, act, alpha, lo, hi):
     """out[n, oc, 2x2 tile] = act(A^T M A + bias (+ z)), clipped at the output border: the
     loops of :func:`winograd43_output` (all tiles of a channel at once; each tile row's output
-    rows contiguous lines of ``y``) for 4x4 tiles."""
+    rows contiguous lines of ``y``) for 4x4 tiles; ``m [16, slab]`` as there."""
     oc_n = out.shape[1]
     tiles = tiles_h * tiles_w
     for oc in prange(oc_n):
@@ -219,9 +250,10 @@ def winograd23_output(m, bias, z, has_z, out, n, tiles_h, tiles_w, act, alpha, l
         plane = out[n, oc]
         s = np.empty((2, 4, tiles), dtype=np.float32)
         y = np.empty((2, 2 * tiles), dtype=np.float32)
+        r0 = oc * pitch  # channel oc's row in each of the 16 slabs
         for col in range(4):  # s = A^T M
-            m0, m1, m2, m3 = m[0 * 4 + col, oc], m[1 * 4 + col, oc], m[2 * 4 + col, oc], \
-                m[3 * 4 + col, oc]
+            m0, m1 = m[0 * 4 + col, r0:r0 + tiles], m[1 * 4 + col, r0:r0 + tiles]
+            m2, m3 = m[2 * 4 + col, r0:r0 + tiles], m[3 * 4 + col, r0:r0 + tiles]
             s0, s1 = s[0, col], s[1, col]
             for t in range(tiles):
                 s0[t] = m0[t] + m1[t] + m2[t]
@@ -257,8 +289,10 @@ TWO, FOUR, FIVE, EIGHT = np.float32(2), np.float32(4), np.float32(5), np.float32
 
 
 @njit(**PJIT)
-def winograd43_input(x, n, pt, pl, tiles_h, tiles_w, v):
-    """V[36, C, tiles] = B^T d B for every 6x6 input tile d (stride 4, zero outside).
+def winograd43_input(x, n, pt, pl, tiles_h, tiles_w, v, pitch):
+    """V[36, C, tiles] = B^T d B for every 6x6 input tile d (stride 4, zero outside), stored
+    as ``v [36, slab]`` (:func:`slab`): tile ``t`` of channel ``c`` at ``v[i, c * pitch + t]``,
+    columns ``tiles .. pitch - 1`` of each channel's row zeroed.
 
     One tile row at a time: the six input rows it covers are copied, zero-padded, into ``rows``;
     ``B^T`` combines them down each column (``tmp``, one loop along the whole row), then ``B``
@@ -273,6 +307,8 @@ def winograd43_input(x, n, pt, pl, tiles_h, tiles_w, v):
         rows = np.zeros((6, width), dtype=np.float32)
         tmp = np.empty((6, width), dtype=np.float32)
         src = x[n, c]
+        row = c * pitch  # channel c's row in each of the 36 slabs
+        zero_padding(v, row + tiles_h * tiles_w, row + pitch)
         for th in range(tiles_h):
             load_tile_rows(rows, src, th * 4 - pt, h, lo, hi, pl)
             for j in range(width):  # tmp = B^T rows
@@ -289,18 +325,19 @@ def winograd43_input(x, n, pt, pl, tiles_h, tiles_w, v):
                 for tw in range(tiles_w):
                     e = tmp[k, tw * 4:tw * 4 + 6]
                     e0, e1, e2, e3, e4, e5 = e[0], e[1], e[2], e[3], e[4], e[5]
-                    t = t0 + tw
-                    v[k * 6 + 0, c, t] = FOUR * e0 - FIVE * e2 + e4
-                    v[k * 6 + 1, c, t] = e3 + e4 - FOUR * (e1 + e2)
-                    v[k * 6 + 2, c, t] = e4 - e3 + FOUR * (e1 - e2)
-                    v[k * 6 + 3, c, t] = e4 - e2 + TWO * (e3 - e1)
-                    v[k * 6 + 4, c, t] = e4 - e2 + TWO * (e1 - e3)
-                    v[k * 6 + 5, c, t] = FOUR * e1 - FIVE * e3 + e5
+                    t = row + t0 + tw
+                    v[k * 6 + 0, t] = FOUR * e0 - FIVE * e2 + e4
+                    v[k * 6 + 1, t] = e3 + e4 - FOUR * (e1 + e2)
+                    v[k * 6 + 2, t] = e4 - e3 + FOUR * (e1 - e2)
+                    v[k * 6 + 3, t] = e4 - e2 + TWO * (e3 - e1)
+                    v[k * 6 + 4, t] = e4 - e2 + TWO * (e1 - e3)
+                    v[k * 6 + 5, t] = FOUR * e1 - FIVE * e3 + e5
 
 
 @njit(**PJIT)
-def winograd43_output(m, bias, z, has_z, out, n, tiles_h, tiles_w, act, alpha, lo, hi):
-    """out[n, oc, 4x4 tile] = act(A^T M A + bias (+ z)), clipped at the output border.
+def winograd43_output(m, pitch, bias, z, has_z, out, n, tiles_h, tiles_w, act, alpha, lo, hi):
+    """out[n, oc, 4x4 tile] = act(A^T M A + bias (+ z)), clipped at the output border, from
+    ``m [36, slab]`` (:func:`slab`: tile ``t`` of channel ``oc`` at ``m[i, oc * pitch + t]``).
 
     Per output channel, over all its tiles at once: ``A^T`` combines the six rows of every
     tile (``s[r, col, tile]``, six flat loops over the tiles, each reading one contiguous row of
@@ -321,9 +358,11 @@ def winograd43_output(m, bias, z, has_z, out, n, tiles_h, tiles_w, act, alpha, l
         plane = out[n, oc]
         s = np.empty((4, 6, tiles), dtype=np.float32)
         y = np.empty((4, 4 * tiles), dtype=np.float32)
+        r0 = oc * pitch  # channel oc's row in each of the 36 slabs
         for col in range(6):  # s = A^T M
-            m0, m1, m2 = m[0 * 6 + col, oc], m[1 * 6 + col, oc], m[2 * 6 + col, oc]
-            m3, m4, m5 = m[3 * 6 + col, oc], m[4 * 6 + col, oc], m[5 * 6 + col, oc]
+            m0, m1 = m[0 * 6 + col, r0:r0 + tiles], m[1 * 6 + col, r0:r0 + tiles]
+            m2, m3 = m[2 * 6 + col, r0:r0 + tiles], m[3 * 6 + col, r0:r0 + tiles]
+            m4, m5 = m[4 * 6 + col, r0:r0 + tiles], m[5 * 6 + col, r0:r0 + tiles]
             s0, s1, s2, s3 = s[0, col], s[1, col], s[2, col], s[3, col]
             for t in range(tiles):
                 s0[t] = m0[t] + m1[t] + m2[t] + m3[t] + m4[t]
@@ -375,8 +414,12 @@ class WinogradConv(ConvBase):
         self.th, self.tw = -(-self.oh // self.m), -(-self.ow // self.m)
         self.tiles = self.th * self.tw
         self.pitch = padded_tiles(self.tiles) if self.simd else self.tiles  # V's and M's rows
-        self.v_elems = a2 * c * self.pitch
-        self.m_elems = a2 * self.oc * self.pitch
+        # V and M as a*a slabs of C (OC) rows of ``pitch`` tiles; the *_simd variants space the
+        # slabs apart (see slab), the others' sgemms take them as C-contiguous 3-D arrays
+        self.v_slab = slab(c * self.pitch) if self.simd else c * self.pitch
+        self.m_slab = slab(self.oc * self.pitch) if self.simd else self.oc * self.pitch
+        self.v_elems = a2 * self.v_slab
+        self.m_elems = a2 * self.m_slab
         self.workspace_bytes = (self.v_elems + self.m_elems) * 4
         # the output transform adds the bias, a residual shaped like the output, and activates;
         # a broadcast residual is left to the epilogue pass (which then also activates)
@@ -406,22 +449,24 @@ class WinogradConv(ConvBase):
         """Per image: the input transform, the batched product, the output transform."""
         _, _, _, _, _, _, pt, pl, _, _, _ = self.params
         raw = workspace.handle[:self.workspace_bytes].view(np.float32)
-        v = raw[:self.v_elems].reshape(self.a2, self.c, self.pitch)
-        m = raw[self.v_elems:self.v_elems + self.m_elems].reshape(self.a2, self.oc, self.pitch)
-        calls: list[Call] = []
-        if self.pitch > self.tiles:
-            # the transforms fill and read the first ``tiles`` columns; the padding columns of
-            # V are multiplied too (products never read): zeros, not the workspace's old bytes
-            calls.append((v[:, :, self.tiles:].fill, (0,)))
+        v = raw[:self.v_elems].reshape(self.a2, self.v_slab)
+        m = raw[self.v_elems:self.v_elems + self.m_elems].reshape(self.a2, self.m_slab)
+        if self.simd:
+            product: Call = (packed_batched_product, (self.u, v, m, self.pitch))
+        else:  # unspaced slabs: V and M as [a*a, rows, tiles], C-contiguous
+            product = (self.backend.gemm, (self.u, v.reshape(self.a2, self.c, self.pitch),
+                                           m.reshape(self.a2, self.oc, self.pitch)))
         bias = self.bias(inputs)
         ep = self.epilogue
         z = inputs[ep.z_input] if self.z_in_loops else self.no_z
-        product = packed_batched_product if self.simd else self.backend.gemm
+        calls: list[Call] = []
         for n in range(self.n):
-            calls += [(self.transform_input, (inputs[0], n, pt, pl, self.th, self.tw, v)),
-                      (product, (self.u, v, m)),
-                      (self.transform_output, (m, bias, z, self.z_in_loops, out, n, self.th,
-                                               self.tw, self.act, ep.alpha, ep.lo, ep.hi))]
+            calls += [(self.transform_input, (inputs[0], n, pt, pl, self.th, self.tw, v,
+                                              self.pitch)),
+                      product,
+                      (self.transform_output, (m, self.pitch, bias, z, self.z_in_loops, out, n,
+                                               self.th, self.tw, self.act, ep.alpha, ep.lo,
+                                               ep.hi))]
         return tuple(calls)
 
 
@@ -460,6 +505,17 @@ class Winograd43SimdConv(Winograd43Conv):
 def padded_tiles(tiles: int) -> int:
     """The row pitch of V and M for the ``*_simd`` variants: ``tiles`` rounded up to 8."""
     return -(-tiles // LANES) * LANES
+
+
+LINE_FLOATS = 16  # float32 elements per 64-byte cache line
+
+
+def slab(elems: int) -> int:
+    """Elements from one slab of V or M to the next for the ``*_simd`` variants: ``elems``
+    rounded up to ``16 (mod 32)``, an odd number of cache lines, so that one channel's rows in
+    the ``a*a`` slabs, which the transforms write and read together, fall into ``a*a``
+    different sets of the L1 cache (64 sets of 64-byte lines). See the module docstring."""
+    return elems + (LINE_FLOATS - elems) % (2 * LINE_FLOATS)
 
 
 def is_3x3_s1_simd(spec: NodeSpec) -> bool:

@@ -184,15 +184,18 @@ def packed_tile(w, wo, x, xo, xp, y, yo, yp, width, k, b, bo, has_b, act, lo, hi
 
 
 @njit(**PJIT)
-def packed_batched_product(wp, x, y):
+def packed_batched_product(wp, x, y, n):
     """``y[b] = w[b] @ x[b]`` for every ``b``, the weights packed four rows at a time: ``wp [B,
     M/4, K, 4]`` (row ``4q + i`` of ``w[b]`` at ``wp[b, q, :, i]``, as :func:`pack_rows`
-    makes it), ``x [B, K, N]``, ``y [B, M, N]``, C-contiguous float32, M a multiple of 4 and N
-    of 8. Tasks of ``GROUP`` rows by ``BLOCK`` columns of one product, shared out over the
-    threads; within a task each block of four rows runs along the columns (its 4 x K weights
-    from L1 after the first tile), the four weights a step broadcasts adjacent in memory."""
+    makes it); ``x [B, >= K * n]`` and ``y [B, >= M * n]`` hold each ``x[b] [K, n]`` and
+    ``y[b] [M, n]`` row by row from the start of row ``b`` (rows may be longer: the Winograd
+    schemes space them apart, :func:`.conv_winograd.slab`); C-contiguous float32, M a multiple
+    of 4 and n of 8. Tasks of ``GROUP`` rows by ``BLOCK`` columns of one product, shared out
+    over the threads; within a task each block of four rows runs along the columns (its 4 x K
+    weights from L1 after the first tile), the four weights a step broadcasts adjacent in
+    memory."""
     batch, blocks, k, _ = wp.shape
-    n = x.shape[2]
+    xs, ys = x.shape[1], y.shape[1]
     wf, xf, yf = wp.reshape(-1), x.reshape(-1), y.reshape(-1)
     per = GROUP // ROWS
     groups = (blocks + per - 1) // per
@@ -202,7 +205,7 @@ def packed_batched_product(wp, x, y):
         g = task // cols % groups
         j0 = task % cols * BLOCK
         j1 = min(n, j0 + BLOCK)
-        xo, yo = b * k * n, b * blocks * ROWS * n
+        xo, yo = b * xs, b * ys
         for r in range(g * per, min(blocks, (g + 1) * per)):
             wo, o = (b * blocks + r) * k * ROWS, yo + r * ROWS * n
             j = j0
