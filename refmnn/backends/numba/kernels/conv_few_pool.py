@@ -62,20 +62,19 @@ BANDS = 4  # bands of pooled rows per block of four output channels (tasks: bloc
 
 @njit(**PJIT)
 def conv_few_max_pool(x, wp, k, offsets, bias, out, s, pt, pl, act, lo, hi, conv_oh, conv_ow,
-                      ph_n, pw_n, ppt, ppl, band, planes, scratch, parts):
+                      ph_n, pw_n, ppt, ppl, band, slot, planes, scratch, parts):
     """``out = MaxPool3x3s2(act(conv(x) + bias))`` (see the module docstring). ``wp``,
     ``offsets``, ``planes`` and the stride/padding ``s``, ``pt``, ``pl`` as in
     :func:`.conv_direct_few.conv_direct_few_simd` (``k`` the kernel size); ``conv_oh x conv_ow``
     the convolution's output, ``ph_n x pw_n`` the pool's, ``ppt``, ``ppl`` its top and left
     padding; ``out`` the flat pooled output; ``band`` pooled rows a task. ``scratch [parts,
-    4 * (span + row)]``: each worker's ring of convolution rows for four channels (``span =
-    3 * slot`` each, a slot the row's columns in whole micro-tiles) and its four -inf padded
-    pooling rows (``row`` each: :func:`.pool.scratch_3x3s2_simd`)."""
+    4 * (3 * slot + row)]``: each worker's ring of convolution rows for four channels (three
+    slots each, a slot the row's columns in whole micro-tiles: :func:`ring_slot`) and its four
+    -inf padded pooling rows (``row`` each: :func:`.pool.scratch_3x3s2_simd`)."""
     n_img, c_in = x.shape[0], x.shape[1]
     oc_n = bias.shape[0]
     hp, wpad, pitch, size, area, _, wide = padded_geometry(conv_oh, conv_ow, s, k)
     per_channel = area + wide
-    slot = -(-conv_ow // TILE) * TILE  # one convolution row in the ring, whole micro-tiles
     span = 3 * slot
     bands = (ph_n + band - 1) // band
     tasks = (oc_n // 4) * bands
@@ -110,6 +109,11 @@ def conv_few_max_pool(x, wp, k, offsets, bias, out, s, pt, pl, act, lo, hi, conv
                     for i in range(4):
                         window_maxima8(rows[i * width:], out,
                                        ((n * oc_n + oc0 + i) * ph_n + ph) * pw_n, pw_n)
+
+
+def ring_slot(conv_ow: int) -> int:
+    """Elements of one convolution row in the ring: its columns in whole micro-tiles."""
+    return -(-conv_ow // TILE) * TILE
 
 
 def conv_part(spec: NodeSpec) -> NodeSpec:
@@ -167,9 +171,10 @@ class ConvFewMaxPool(DirectFewSimdConv):
         self.conv_oh, self.conv_ow = (int(d) for d in conv.outputs[0].shape[2:])
         self.ph, self.pw = (int(d) for d in spec.outputs[0].shape[2:])
         self.band = max(1, -(-self.ph // BANDS))
-        self.span = 3 * -(-self.conv_ow // TILE) * TILE
+        self.slot = ring_slot(self.conv_ow)
         self.row = scratch_3x3s2_simd(self.conv_ow, self.ppl, self.pw)
-        self.workspace_bytes = (self.planes + self.parts * 4 * (self.span + self.row)) * 4
+        self.per_part = 4 * (3 * self.slot + self.row)  # a worker's ring and pooling rows
+        self.workspace_bytes = (self.planes + self.parts * self.per_part) * 4
 
     def packed(self, spec: NodeSpec) -> np.ndarray:
         """The weights packed once when they are constants, else a buffer for :meth:`calls` to
@@ -182,6 +187,8 @@ class ConvFewMaxPool(DirectFewSimdConv):
         return self.backend.allocate(size * 4, Storage.STATIC).handle[:size * 4].view(np.float32)
 
     def run(self, inputs, outputs, workspace):  # type: ignore[no-untyped-def]
+        # no epilogue pass after it (unlike DirectFewSimdConv's run): the activation is applied
+        # in the loops and the fused op has no residual
         self.bound((*inputs, outputs[0], handle(workspace)),
                    lambda: self.calls(inputs, outputs[0], workspace))
 
@@ -193,12 +200,13 @@ class ConvFewMaxPool(DirectFewSimdConv):
         ep = self.epilogue
         raw = workspace.handle[:self.workspace_bytes].view(np.float32)
         planes = raw[:self.planes]
-        scratch = raw[self.planes:].reshape(self.parts, 4 * (self.span + self.row))
+        scratch = raw[self.planes:].reshape(self.parts, self.per_part)
         target = out if out.flags.c_contiguous else np.empty(out.shape, np.float32)
         call = (conv_few_max_pool, (inputs[0], self.wp, self.params[0], self.offsets,
                                     self.bias(inputs), target.reshape(-1), s, pt, pl, self.act,
                                     ep.lo, ep.hi, self.conv_oh, self.conv_ow, self.ph, self.pw,
-                                    self.ppt, self.ppl, self.band, planes, scratch, self.parts))
+                                    self.ppt, self.ppl, self.band, self.slot, planes, scratch,
+                                    self.parts))
         calls: tuple[Call, ...] = (call,) if target is out else (call, (np.copyto, (out, target)))
         if self.pack_each_run:
             w = inputs[1]
