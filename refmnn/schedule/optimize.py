@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from refmnn.graph import Graph, Node, TensorType, ValueType
-from refmnn.ops.fused import DOMAIN as FUSED_DOMAIN
+from refmnn.ops.fused import DOMAIN as FUSED_DOMAIN, POOL_ATTRS
 from refmnn.ops.registry import OpRegistry
 from refmnn.schedule.attention import absorb_attention_transposes, fuse_attention
 from refmnn.schedule.lower import fold_constants, lower_node
@@ -376,7 +376,7 @@ def fuse_epilogues(graph: Graph, ctx: PassContext) -> Graph:
     return _with_nodes(graph, nodes)
 
 
-_POOL_ATTRS = ("auto_pad", "kernel_shape", "pads", "strides", "ceil_mode", "dilations")
+_POOL_ATTRS = tuple(a.name[len("pool_"):] for a in POOL_ATTRS)  # the MaxPool attributes taken
 _CONVS = (("Conv", ""), ("FusedConv", FUSED_DOMAIN))
 
 
