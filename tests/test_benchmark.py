@@ -40,6 +40,7 @@ def test_cli_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # pretend MNN is missing: it must be reported, not dropped
     monkeypatch.setattr(engines, "_installed", lambda m: m != "MNN" and real_installed(m))
     code = cli.main([str(model), "--repeat", "2", "--warmup", "1", "--threads", "1",
+                     "--processes", "2",
                      "--peers", "onnxruntime,mnn", "--out", str(out), "--no-progress",
                      "--cache-dir", str(tmp_path / "cache")])
     assert code == 0
@@ -56,6 +57,9 @@ def test_cli_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         r = by_engine[name]
         assert r["status"] == "ok", r["error"]
         assert r["repeat"] == 2 and len(r["times_ms"]) == 2
+        # two worker processes, one timed run each (a block per worker)
+        assert r["processes"] == 2
+        assert sorted(r["process_medians_ms"]) == pytest.approx(sorted(r["times_ms"]), abs=1e-4)
         assert r["min_ms"] <= r["median_ms"] <= r["max_ms"]
         assert r["accuracy"]["baseline"] == "refmnn-reference"
         assert r["accuracy"]["rel_l2"] <= 1e-6
@@ -63,6 +67,9 @@ def test_cli_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert by_engine["onnxruntime"]["ratio_to_onnxruntime"] == 1.0
     markdown = (out / "results.md").read_text()
     assert "| tiny | onnxruntime | 1 |" in markdown and "not-installed" in markdown
+    assert "Medians of each worker process" in markdown
+    assert sorted(p.name for p in (out / "logs").glob("tiny-onnxruntime-t1*.log")) == [
+        "tiny-onnxruntime-t1-p1.log", "tiny-onnxruntime-t1.log"]
     machine = json.loads((out / "machine.json").read_text())
     assert machine["threads"] == [1] and machine["versions"]["numpy"]
     # numpy's GEMM ceiling, timed before and after the models in this same run

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from refmnn.benchmark import engines as engines_mod
+from refmnn.benchmark.runner import PROCESSES, ModelBench, Options, steps_per_job
 
 DESCRIPTION = "Benchmark refmnn backends next to onnxruntime, MNN, onnx.reference and PyTorch."
 
@@ -61,7 +62,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--threads", type=_int_list, default=[1],
                         help="thread counts, comma-separated (default: 1)")
     parser.add_argument("--repeat", type=int, default=20, help="timed runs (default: 20)")
-    parser.add_argument("--warmup", type=int, default=3, help="warm-up runs (default: 3)")
+    parser.add_argument("--warmup", type=int, default=3,
+                        help="warm-up runs of each worker process (default: 3)")
+    parser.add_argument("--processes", type=int, default=PROCESSES,
+                        help="worker processes per engine and thread count; the timed runs are "
+                        f"shared out among them (default: {PROCESSES})")
     parser.add_argument("--min-repeat", type=int, default=3,
                         help="fewest timed runs a slow engine gets (default: 3)")
     parser.add_argument("--max-seconds", type=float, default=60.0,
@@ -107,7 +112,6 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """Run the benchmark described by parsed ``args``; returns the exit code."""
     from refmnn.benchmark import ceiling, chart, machine, report
     from refmnn.benchmark.models import resolve
-    from refmnn.benchmark.runner import ModelBench, Options
 
     backends = args.backends if args.backends is not None else list(engines_mod.refmnn_backends())
     known = engines_mod.PEERS + engines_mod.OPTIONAL_PEERS
@@ -120,8 +124,9 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if not engine_names:
         print("refmnn bench: no engines selected", file=sys.stderr)
         return 2
-    if args.repeat < 1 or args.warmup < 0:
-        print("refmnn bench: --repeat must be >= 1 and --warmup >= 0", file=sys.stderr)
+    if args.repeat < 1 or args.warmup < 0 or args.processes < 1:
+        print("refmnn bench: --repeat and --processes must be >= 1 and --warmup >= 0",
+              file=sys.stderr)
         return 2
 
     out = args.out or Path("refmnn-bench") / _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -129,7 +134,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     cache = (args.cache_dir or Path.home() / ".cache" / "refmnn")
     options = Options(threads=args.threads, repeat=args.repeat, warmup=args.warmup,
                       min_repeat=min(args.min_repeat, args.repeat), max_seconds=args.max_seconds,
-                      rel_l2_tolerance=args.tolerance, seed=args.seed,
+                      rel_l2_tolerance=args.tolerance, seed=args.seed, processes=args.processes,
                       cache_dir=cache / "bench", log_dir=out / "logs")
     info = machine.machine_info(list(args.threads))
     command = "refmnn bench " + shlex.join(list(argv))
@@ -145,7 +150,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     print("refmnn bench: timing numpy's float32 GEMM (the ceiling)...", file=sys.stderr)
     ceilings = [ceiling.measure(options.threads, options.log_dir)]
 
-    per_job = 1 + options.warmup + options.repeat
+    per_job = steps_per_job(options)
     total = len(specs) * len(engine_names) * len(options.threads) * per_job
     bar = _progress_bar(total, not args.no_progress)
 
@@ -192,8 +197,8 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     print(f"\n{machine.summary_line(info)}")
     print(f"numpy float32 GEMM {ceiling.GEMM_SIZE}^3 before / after the models: "
           f"{ceiling.describe(ceilings, options.threads)}")
-    print(f"{options.warmup} warm-up + {options.repeat} timed runs per (engine, threads), "
-          f"interleaved; times in ms; accuracy vs refmnn reference (tolerance rel L2 "
+    print(f"{options.repeat} timed runs per (engine, threads) over {options.processes} "
+          f"worker process(es), {options.warmup} warm-up runs each, interleaved; times in ms; accuracy vs refmnn reference (tolerance rel L2 "
           f"{options.rel_l2_tolerance:g})\n")
     print(report.text_table(records))
     for note in report.notes(records):

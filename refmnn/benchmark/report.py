@@ -59,6 +59,8 @@ def make_record(spec: ModelSpec, job: Job, options: Options, machine: dict[str, 
         "times_ms": [round(t, 4) for t in job.times],
         "repeat": len(job.times),
         "warmup": job.warmup,
+        "processes": len(job.process_times) or None,
+        "process_medians_ms": stats.get("process_medians_ms"),
         "reduced_repeats": job.reduced,
         "first_run_ms": stats.get("first_run_ms", _first_run(job)),
         "import_ms": job.load.get("import_ms"),
@@ -213,6 +215,19 @@ def notes(records: Sequence[dict[str, Any]]) -> list[str]:
     return out
 
 
+def process_table(records: Sequence[dict[str, Any]]) -> list[str]:
+    """Markdown lines: each record's median per worker process (none for one process)."""
+    rows = [r for r in records if len(r.get("process_medians_ms") or ()) > 1]
+    if not rows:
+        return []
+    lines = ["Medians of each worker process (ms; the table pools their runs):", "",
+             "| model | engine | thr | per process |", "|---|---|---:|---|"]
+    for r in rows:
+        each = ", ".join(_num(m) for m in r["process_medians_ms"])
+        lines.append(f"| {r['model']} | {r['engine']} | {r['threads']} | {each} |")
+    return lines + [""]
+
+
 def markdown_report(records: Sequence[dict[str, Any]], machine: dict[str, Any],
                     options: Options, command: str, chart: str | None) -> str:
     from refmnn.benchmark.ceiling import describe
@@ -230,7 +245,8 @@ def markdown_report(records: Sequence[dict[str, Any]], machine: dict[str, Any],
         f"- Machine: {summary_line(machine)}",
         f"- Versions: {versions}" + (f" (not installed: {missing})" if missing else ""),
         f"- Thread counts: {', '.join(map(str, options.threads))}; per (engine, threads): "
-        f"{options.warmup} warm-up + {options.repeat} timed runs, interleaved rounds, "
+        f"{options.processes} worker process(es), {options.warmup} warm-up runs each, "
+        f"{options.repeat} timed runs shared out among them in interleaved rounds, "
         f"budget {options.max_seconds:g} s (slow engines get fewer runs, noted below)",
         f"- Load average at start / end: {machine.get('load_average_start')} / "
         f"{machine.get('load_average_end')}",
@@ -246,6 +262,7 @@ def markdown_report(records: Sequence[dict[str, Any]], machine: dict[str, Any],
         markdown_table(records),
         "",
     ]
+    lines += process_table(records)
     extra = notes(records)
     if extra:
         lines += ["## Notes", ""] + [f"- {n}" for n in extra] + [""]

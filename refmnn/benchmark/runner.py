@@ -2,20 +2,24 @@
 
 For each model:
 
-1. Every (engine, threads) gets its own long-lived worker process (thread variables set
+1. Every (engine, threads) gets ``processes`` long-lived worker processes (thread variables set
    before numpy is imported). Workers are started and loaded one after another, so each
    first run (import, session creation / compile / prepare, first inference) is measured on
-   an otherwise idle worker set.
-2. Each engine's first-run outputs are compared with refmnn's reference outputs (relative
-   L2 ``||y - ref|| / ||ref||`` and max abs over all outputs). Beyond ``rel_l2_tolerance`` the
-   engine is marked ``differs``; it is still timed. Should the refmnn reference not run the
-   model, onnxruntime's outputs are the baseline, and the records say so.
-3. Timed rounds: in every round each worker runs the model once, in a fixed order
-   (A B C A B C ...), so drift on a shared machine hits all engines alike. The first
-   ``warmup`` runs of each worker are discarded. The first warm-up run is a probe, made right
-   after loading: an engine whose probe says that ``warmup + repeat`` runs would exceed
-   ``max_seconds`` gets fewer runs (one warm-up, at least ``min_repeat`` timed), spread evenly
-   over the rounds; the record says so.
+   an otherwise idle worker set; the record's first run is the first worker's.
+2. Each engine's first-run outputs (every worker's) are compared with refmnn's reference
+   outputs (relative L2 ``||y - ref|| / ||ref||`` and max abs over all outputs, the worst
+   worker counts). Beyond ``rel_l2_tolerance`` the engine is marked ``differs``; it is still
+   timed. Should the refmnn reference not run the model, onnxruntime's outputs are the
+   baseline, and the records say so.
+3. Warm-up: each worker's first ``warmup`` runs (at least one), untimed, right after the
+   accuracy check; the first worker's first run is a probe: an engine whose probe says that
+   ``processes * warmup + repeat`` runs would exceed ``max_seconds`` gets fewer runs (one
+   warm-up per worker, at least ``min_repeat`` timed), spread evenly over the rounds; the
+   record says so.
+4. Timed rounds: in every round each (engine, threads) runs a block of up to ``BLOCK`` runs on
+   one of its workers, in a fixed order (A B C A B C ...), so drift on a shared machine hits
+   all engines alike; its blocks go to its workers in turn, and its median is over the runs
+   of all of them (``PROCESSES`` says why).
 """
 
 from __future__ import annotations
@@ -39,6 +43,25 @@ BASELINE_ENGINE = "refmnn-reference"
 FALLBACK_BASELINE = "onnxruntime"
 
 
+BLOCK = 4
+"""Runs of one engine timed back to back in a round (rounds interleave engines: A B C A B C)."""
+
+SETTLE_SECONDS = 0.2
+"""Pause before an engine's block, so the previous engine's spinning threads go idle."""
+
+PROCESSES = 3
+"""Default worker processes per (engine, threads). On the shared 2-core VM where the committed
+runs are made, how fast a process runs is partly fixed when it starts: one numba 1x1
+convolution (24 -> 144 channels at 56 x 56, in a three-node model) ran at a steady 210-250,
+300-340 or 480-590 us per call depending on the process -- the same in every 20-run stretch
+of 1500 runs within a process, different between processes started one after another, with
+address randomisation off and every buffer on huge pages alike -- and MobileNetV2 in six
+processes, each timing numba and onnxruntime alternately, took 10.4-14.2 ms (numba) and
+8.5-11.0 ms (onnxruntime), ratios 1.10-1.28. One worker per engine made each median a single
+draw of that; runs pooled over three workers per engine (as pyperf spreads its runs over many
+processes) are a steadier measure, the same for every engine."""
+
+
 @dataclass
 class Options:
     """Method parameters (the CLI's flags)."""
@@ -52,6 +75,8 @@ class Options:
     rel_l2_tolerance: float = 1e-4
     load_timeout: float = 1800.0
     seed: int = 0
+    processes: int = PROCESSES
+    """Worker processes per (engine, threads); the timed runs are shared out among them."""
     cache_dir: Path = field(default_factory=lambda: Path.home() / ".cache" / "refmnn" / "bench")
     log_dir: Path | None = None
 
@@ -64,16 +89,20 @@ class Job:
     threads: int
     status: str = "pending"
     error: str | None = None
-    worker: WorkerHandle | None = None
+    workers: list[WorkerHandle] = field(default_factory=list)
     load: dict[str, Any] = field(default_factory=dict)
+    """The first worker's load reply (its first run, import time, version)."""
+    outputs: list[Any] = field(default_factory=list)
+    """Each worker's first-run outputs, until the accuracy check has used them."""
     artifacts: dict[str, Any] = field(default_factory=dict)
     convert_ms: float | None = None
     warmup: int = 0
-    pending_warmup: int = 0
     repeat: int = 0
     reduced: str | None = None
     schedule: list[int] = field(default_factory=list)
     times: list[float] = field(default_factory=list)
+    process_times: list[list[float]] = field(default_factory=list)
+    """The timed runs of each worker (``times`` holds them all, in the order they ran)."""
     accuracy: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -110,13 +139,6 @@ def compare(outputs: Sequence[Any], reference: Sequence[Any]) -> dict[str, Any]:
     return {"rel_l2": rel_l2, "max_abs": max_abs}
 
 
-BLOCK = 4
-"""Runs of one engine timed back to back in a round (rounds interleave engines: A B C A B C)."""
-
-SETTLE_SECONDS = 0.2
-"""Pause before an engine's block, so the previous engine's spinning threads go idle."""
-
-
 def _spread(count: int, rounds: int) -> list[int]:
     """``count`` round indices spread evenly over ``range(rounds)`` (an index repeats when
     ``count > rounds``: that round times several runs back to back)."""
@@ -150,9 +172,9 @@ class ModelBench:
             self._timed_rounds()
         finally:
             for job in self.jobs:
-                if job.worker is not None:
-                    job.worker.close()
-                    job.worker = None
+                for worker in job.workers:
+                    worker.close()
+                job.workers = []
         for job in self.jobs:
             if job.status == "running":
                 job.status = "ok" if job.accuracy.get("within_tolerance", True) else "differs"
@@ -181,33 +203,49 @@ class ModelBench:
             else:
                 job.artifacts, job.convert_ms = dict(result[0]), result[1]
 
-    def _start(self, engine: str, threads: int) -> WorkerHandle:
+    def _start(self, engine: str, threads: int, index: int = 0) -> WorkerHandle:
         log_dir = self.options.log_dir or (self.options.cache_dir / "logs")
-        return WorkerHandle(engine, threads, log_dir / f"{self.spec.name}-{engine}-t{threads}.log")
+        name = f"{self.spec.name}-{engine}-t{threads}" + (f"-p{index}" if index else "")
+        return WorkerHandle(engine, threads, log_dir / f"{name}.log")
 
     def _load_all(self) -> None:
+        processes = max(1, self.options.processes)
         for job in self.jobs:
             if job.status != "pending":
-                self.progress(1, f"{self.spec.name}: {job.key} {job.status}")
+                self.progress(processes, f"{self.spec.name}: {job.key} {job.status}")
                 continue
-            self.progress(0, f"{self.spec.name}: loading {job.key}")
-            job.worker = self._start(job.engine.name, job.threads)
-            try:
-                job.load = job.worker.request(
-                    ("load", job.engine.name, self.spec, job.threads, self.feeds, job.artifacts),
-                    timeout=self.options.load_timeout)
-                job.status = "running"
-            except WorkerError as exc:
-                job.status, job.error = "failed", str(exc)
-                job.worker.kill()
-                job.worker = None
-            self.progress(1, f"{self.spec.name}: loaded {job.key}")
+            job.status = "running"
+            for index in range(processes):
+                self.progress(0, f"{self.spec.name}: loading {job.key} ({index + 1}/{processes})")
+                worker = self._start(job.engine.name, job.threads, index)
+                job.workers.append(worker)
+                try:
+                    load = worker.request(("load", job.engine.name, self.spec, job.threads,
+                                           self.feeds, job.artifacts),
+                                          timeout=self.options.load_timeout)
+                except WorkerError as exc:
+                    self._fail(job, f"worker {index + 1} of {processes}: {exc}" if index
+                               else str(exc))
+                    self.progress(processes - index, f"{self.spec.name}: {job.key} failed")
+                    break
+                job.outputs.append(load.pop("outputs", None))
+                if index == 0:
+                    job.load = load
+                self.progress(1, f"{self.spec.name}: loaded {job.key}")
+            job.process_times = [[] for _ in job.workers]
+
+    def _fail(self, job: Job, error: str) -> None:
+        """Mark ``job`` failed and kill its workers."""
+        job.status, job.error = "failed", error
+        for worker in job.workers:
+            worker.kill()
+        job.workers = []
 
     def _baseline_outputs(self) -> None:
         loaded = [j for j in self.jobs if j.status == "running"]
         for job in sorted(loaded, key=lambda j: j.threads):
             if job.engine.name == BASELINE_ENGINE:
-                self.baseline = {"engine": BASELINE_ENGINE, "outputs": job.load["outputs"],
+                self.baseline = {"engine": BASELINE_ENGINE, "outputs": job.outputs[0],
                                  "note": None}
                 return
         reason = None
@@ -230,7 +268,7 @@ class ModelBench:
                 worker.close()
         for job in sorted(loaded, key=lambda j: j.threads):
             if job.engine.name == FALLBACK_BASELINE:
-                self.baseline = {"engine": FALLBACK_BASELINE, "outputs": job.load["outputs"],
+                self.baseline = {"engine": FALLBACK_BASELINE, "outputs": job.outputs[0],
                                  "note": reason}
                 return
         self.baseline = {"engine": None, "outputs": None,
@@ -248,60 +286,72 @@ class ModelBench:
                                       "rel_l2_tolerance": tol}
             if reference is None:
                 result.update(rel_l2=None, max_abs=None, within_tolerance=None)
-            else:
-                result.update(compare(job.load["outputs"], reference))
+            else:  # every worker's outputs; the worst counts
+                checks = [compare(outputs, reference) for outputs in job.outputs]
+                failed = [c for c in checks if c["rel_l2"] is None]
+                result.update(failed[0] if failed else max(
+                    checks, key=lambda c: (c["rel_l2"], c["max_abs"])))
                 rel = result["rel_l2"]
                 result["within_tolerance"] = rel is not None and rel <= tol
             job.accuracy = result
-            job.load.pop("outputs", None)
+        for job in self.jobs:
+            job.outputs = []
 
     def _plan(self) -> None:
-        """Probe each engine once (its first warm-up run), then size and spread its runs."""
+        """Probe each engine once (its first worker's first warm-up run), size its runs, run
+        every worker's warm-ups, and spread the timed runs over the rounds."""
         opts = self.options
         for job in self.jobs:
             if job.status != "running":
                 continue
             try:
-                (probe_ms,) = self._time_runs(job)
+                (probe_ms,) = self._time_runs(job, 0)
             except WorkerError:
                 continue
             self.progress(1, f"{self.spec.name}: probed {job.key}")
+            workers = len(job.workers)
             allowed = int(opts.max_seconds * 1e3 // max(probe_ms, 1e-3))
-            if allowed >= opts.warmup + opts.repeat:
+            if allowed >= workers * max(opts.warmup, 1) + opts.repeat:
                 job.warmup, job.repeat = opts.warmup, opts.repeat
             else:
                 job.warmup = min(opts.warmup, 1)
-                job.repeat = max(opts.min_repeat, min(opts.repeat, allowed - job.warmup))
+                job.repeat = max(opts.min_repeat, min(opts.repeat, allowed - workers))
             if (job.warmup, job.repeat) != (opts.warmup, opts.repeat):
-                job.reduced = (f"{job.repeat} timed runs after {job.warmup} warm-up (asked "
-                               f"{opts.repeat} after {opts.warmup}): a warm run took "
+                job.reduced = (f"{job.repeat} timed runs after {job.warmup} warm-up per worker "
+                               f"(asked {opts.repeat} after {opts.warmup}): a warm run took "
                                f"{probe_ms:.0f} ms, budget {opts.max_seconds:g} s")
+            # the probe was worker 0's first warm-up run (an extra one when --warmup is 0)
+            for index in range(workers):
+                count = max(job.warmup, 1) - (index == 0)
+                if count:
+                    try:
+                        self._time_runs(job, index, count)
+                    except WorkerError:
+                        break
+                    self.progress(count, f"{self.spec.name}: warmed up {job.key}")
         running = [j for j in self.jobs if j.status == "running"]
-        # the probe was the first warm-up run (an extra, discarded one when --warmup is 0)
+        most = max((j.repeat for j in running), default=0)
+        # at least a block per worker, where there are runs enough
+        rounds = max(math.ceil(most / BLOCK), min(most, max(1, opts.processes)))
         for job in running:
-            job.pending_warmup = max(job.warmup - 1, 0)
-        most = max((j.pending_warmup + j.repeat for j in running), default=0)
-        rounds = math.ceil(most / BLOCK)
-        for job in running:
-            job.schedule = _spread(job.pending_warmup + job.repeat, rounds)
+            job.schedule = _spread(job.repeat, rounds)
         self.rounds = rounds
-        expected = len(self.jobs) * (opts.warmup + opts.repeat)
-        self.grow_total(sum(max(j.warmup, 1) + j.repeat for j in running) - expected)
+        expected = len(self.jobs) * (steps_per_job(opts) - max(1, opts.processes))
+        self.grow_total(sum(len(j.workers) * max(j.warmup, 1) + j.repeat for j in running)
+                        - expected)
 
-    def _time_runs(self, job: Job, count: int = 1) -> list[float]:
-        """``count`` runs back to back on ``job``'s worker, each timed (ms); a failure marks the
-        job failed and re-raises."""
+    def _time_runs(self, job: Job, index: int, count: int = 1) -> list[float]:
+        """``count`` runs back to back on ``job``'s worker ``index``, each timed (ms); a
+        failure marks the job failed and re-raises."""
         timeout = count * max(120.0, 50 * job.load["first_infer_ms"] / 1e3)
         try:
-            return job.worker.request(("time", count), timeout=timeout)  # type: ignore[union-attr]
+            return job.workers[index].request(("time", count), timeout=timeout)
         except WorkerError as exc:
-            job.status, job.error = "failed", f"during timing: {exc}"
-            job.worker.kill()  # type: ignore[union-attr]
-            job.worker = None
+            self._fail(job, f"during timing (worker {index + 1} of {len(job.workers)}): {exc}")
             raise
 
     def _timed_rounds(self) -> None:
-        done = {id(j): 0 for j in self.jobs}
+        blocks = {id(j): 0 for j in self.jobs}  # each job's blocks go to its workers in turn
         for index in range(self.rounds):
             for job in self.jobs:
                 if job.status != "running" or index not in job.schedule:
@@ -309,16 +359,23 @@ class ModelBench:
                 # Let the previous engine's worker threads stop spinning before timing this
                 # one, so engines do not steal cores from each other (2 threads on 2 cores).
                 time.sleep(SETTLE_SECONDS)
+                worker = blocks[id(job)] % len(job.workers)
+                blocks[id(job)] += 1
                 try:
-                    block = self._time_runs(job, job.schedule.count(index))
+                    block = self._time_runs(job, worker, job.schedule.count(index))
                 except WorkerError:
-                    self.grow_total(-(job.pending_warmup + job.repeat - done[id(job)]))
+                    self.grow_total(-(job.repeat - len(job.times)))
                     continue
-                for ms in block:
-                    if done[id(job)] >= job.pending_warmup:
-                        job.times.append(ms)
-                    done[id(job)] += 1
-                    self.progress(1, f"{self.spec.name} round {index + 1}/{self.rounds}")
+                job.times.extend(block)
+                job.process_times[worker].extend(block)
+                self.progress(len(block), f"{self.spec.name} round {index + 1}/{self.rounds}")
+
+
+def steps_per_job(options: Options) -> int:
+    """Progress steps of one (model, engine, threads) as planned: a load per worker, each
+    worker's warm-up runs (the probe among them; at least one) and the timed runs."""
+    processes = max(1, options.processes)
+    return processes + processes * max(options.warmup, 1) + options.repeat
 
 
 def summarize(job: Job) -> dict[str, Any]:
@@ -333,5 +390,6 @@ def summarize(job: Job) -> dict[str, Any]:
         "mean_ms": statistics.fmean(job.times),
         "stdev_ms": statistics.stdev(job.times) if len(job.times) > 1 else 0.0,
         "first_run_ms": load["create_ms"] + load["first_infer_ms"],
+        "process_medians_ms": [statistics.median(t) if t else None for t in job.process_times],
     }
 
