@@ -18,7 +18,9 @@
 # (CONFORMANCE_ARGS, default --option tune=off): tuning builds and times every candidate launch
 # configuration, a program each. On the H200 of 2026-11-26, with tuning on, 14-15 workers reached
 # 482 cases in 210 s and 783 in 410 s; on PoCL here, tuning off took a MatMul/Gemm/Conv subset
-# from 55.8 to 45.6 s. The zoo benchmark runs the tuned configurations.
+# from 55.8 to 45.6 s. The zoo benchmark runs the tuned configurations, one worker process per
+# engine (PROCESSES, default 1: three, refmnn bench's default, triple the loads, which the
+# BENCH_S limit of a lent machine cannot spare).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:?usage: $0 OUT_DIR [WHEEL_DIR]}
@@ -53,4 +55,4 @@ timeout -s INT -k 30 "${CONFORMANCE_S:-240}" python3 -m refmnn conformance --bac
 echo "conformance exit $? (124: stopped at ${CONFORMANCE_S:-240} s)"; tail -3 "$out/conformance.log"
 timeout -s INT -k 30 "${BENCH_S:-300}" python3 -m refmnn bench $models \
     --backends reference,opencl --peers onnxruntime,torch,torch-cuda --threads "${THREADS:-16}" \
-    --repeat "${REPEAT:-30}" --out "$out/bench" --no-progress 2>&1 | tee "$out/bench.log" | tail -40
+    --repeat "${REPEAT:-30}" --processes "${PROCESSES:-1}" --out "$out/bench" --no-progress 2>&1 | tee "$out/bench.log" | tail -40

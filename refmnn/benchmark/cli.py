@@ -198,8 +198,8 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     print(f"numpy float32 GEMM {ceiling.GEMM_SIZE}^3 before / after the models: "
           f"{ceiling.describe(ceilings, options.threads)}")
     print(f"{options.repeat} timed runs per (engine, threads) over {options.processes} "
-          f"worker process(es), {options.warmup} warm-up runs each, interleaved; times in ms; accuracy vs refmnn reference (tolerance rel L2 "
-          f"{options.rel_l2_tolerance:g})\n")
+          f"worker process(es), {options.warmup} warm-up runs each, interleaved; times in ms; "
+          f"accuracy vs refmnn reference (tolerance rel L2 {options.rel_l2_tolerance:g})\n")
     print(report.text_table(records))
     for note in report.notes(records):
         print(f"  * {note}")
