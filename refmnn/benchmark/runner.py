@@ -57,9 +57,9 @@ convolution (24 -> 144 channels at 56 x 56, in a three-node model) ran at a stea
 of 1500 runs within a process, different between processes started one after another, with
 address randomisation off and every buffer on huge pages alike -- and MobileNetV2 in six
 processes, each timing numba and onnxruntime alternately, took 10.4-14.2 ms (numba) and
-8.5-11.0 ms (onnxruntime), ratios 1.10-1.28. One worker per engine made each median a single
-draw of that; runs pooled over three workers per engine (as pyperf spreads its runs over many
-processes) are a steadier measure, the same for every engine."""
+8.5-11.0 ms (onnxruntime), ratios 1.10-1.28. With one worker per engine, each median was a
+single draw of that; pooled over three workers, it spans three draws (as pyperf spreads its
+runs over many processes), for every engine alike."""
 
 
 @dataclass
