@@ -52,14 +52,14 @@ SETTLE_SECONDS = 0.2
 PROCESSES = 3
 """Default worker processes per (engine, threads). On the shared 2-core VM where the committed
 runs are made, how fast a process runs is partly fixed when it starts: one numba 1x1
-convolution (24 -> 144 channels at 56 x 56, in a three-node model) ran at a steady 210-250,
-300-340 or 480-590 us per call depending on the process -- the same in every 20-run stretch
-of 1500 runs within a process, different between processes started one after another, with
-address randomisation off and every buffer on huge pages alike -- and MobileNetV2 in six
-processes, each timing numba and onnxruntime alternately, took 10.4-14.2 ms (numba) and
-8.5-11.0 ms (onnxruntime), ratios 1.10-1.28. With one worker per engine, each median was a
-single draw of that; pooled over three workers, it spans three draws (as pyperf spreads its
-runs over many processes), for every engine alike."""
+convolution (24 -> 144 channels at 56 x 56, in a three-node model) ran at a median of 230 to
+640 us per call depending on the process (in 14 processes), steadily within each (one
+process's 20-run stretches over 1500 runs: 209-269 us), with address randomisation off and
+every buffer on huge pages alike -- and MobileNetV2 in six processes, each timing numba and
+onnxruntime alternately, took 10.4-14.2 ms (numba) and 8.5-11.0 ms (onnxruntime), ratios
+1.10-1.28. With one worker per engine, each median was a single draw of that; pooled over
+three workers, it spans three draws (as pyperf spreads its runs over many processes), for
+every engine alike."""
 
 
 @dataclass
