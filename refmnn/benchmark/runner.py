@@ -80,6 +80,11 @@ class Options:
     cache_dir: Path = field(default_factory=lambda: Path.home() / ".cache" / "refmnn" / "bench")
     log_dir: Path | None = None
 
+    @property
+    def process_count(self) -> int:
+        """The worker processes each (engine, threads) starts: ``processes``, at least one."""
+        return max(1, self.processes)
+
 
 @dataclass
 class Job:
@@ -209,7 +214,7 @@ class ModelBench:
         return WorkerHandle(engine, threads, log_dir / f"{name}.log")
 
     def _load_all(self) -> None:
-        processes = max(1, self.options.processes)
+        processes = self.options.process_count
         for job in self.jobs:
             if job.status != "pending":
                 self.progress(processes, f"{self.spec.name}: {job.key} {job.status}")
@@ -332,11 +337,11 @@ class ModelBench:
         running = [j for j in self.jobs if j.status == "running"]
         most = max((j.repeat for j in running), default=0)
         # at least a block per worker, where there are runs enough
-        rounds = max(math.ceil(most / BLOCK), min(most, max(1, opts.processes)))
+        rounds = max(math.ceil(most / BLOCK), min(most, opts.process_count))
         for job in running:
             job.schedule = _spread(job.repeat, rounds)
         self.rounds = rounds
-        expected = len(self.jobs) * (steps_per_job(opts) - max(1, opts.processes))
+        expected = len(self.jobs) * (steps_per_job(opts) - opts.process_count)
         self.grow_total(sum(len(j.workers) * max(j.warmup, 1) + j.repeat for j in running)
                         - expected)
 
@@ -374,7 +379,7 @@ class ModelBench:
 def steps_per_job(options: Options) -> int:
     """Progress steps of one (model, engine, threads) as planned: a load per worker, each
     worker's warm-up runs (the probe among them; at least one) and the timed runs."""
-    processes = max(1, options.processes)
+    processes = options.process_count
     return processes + processes * max(options.warmup, 1) + options.repeat
 
 
