@@ -26,6 +26,8 @@ def _native() -> bool:
 
 SIMD_1X1 = ("gemm_1x1_simd",) if _native() else ()
 """gemm_1x1_simd, where it applies: on CPUs with AVX2 and FMA (``kernels/simd.py``, native)."""
+SIMD_MATMUL = ("packed_simd",) if _native() else ()
+"""MatMul's and FusedMatMul's packed_simd, where it applies: AVX2 and FMA, B a constant matrix."""
 SIMD_FEW = ("direct3x3_few_simd", "direct7x7_few_simd") if _native() else ()
 """direct3x3_few's and direct7x7_few's register-tile variants, where they apply (AVX2 and FMA;
 output channels a multiple of 4, constant weights)."""

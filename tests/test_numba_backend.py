@@ -29,7 +29,7 @@ import refmnn  # noqa: E402
 from refmnn.backends.numba import NumbaBackend  # noqa: E402
 from refmnn.schedule.plan import RunStep  # noqa: E402
 from tests.helpers import make_model  # noqa: E402
-from tests.numba_checks import (F, SIMD_1X1, SIMD_DW_C8, SIMD_DW_S2, WINOGRAD,  # noqa: E402
+from tests.numba_checks import (F, SIMD_1X1, SIMD_DW_C8, SIMD_DW_S2, SIMD_MATMUL, WINOGRAD,  # noqa: E402
                                 check_node, conv_model, rand, rel_l2)
 
 I64 = TensorProto.INT64
@@ -231,6 +231,50 @@ def test_matmul_schemes(a, b):
     model = make_model([node], [("A", F, a), ("B", F, b)], [("Y", F, None)])
     ranks_ok = len(a) >= 2 and len(b) >= 2
     check_node(model, {"A": rand(*a), "B": rand(*b)}, must_run=("blas", "blocked") if ranks_ok else ("blas",))
+
+
+@pytest.mark.parametrize("order", ["rows", "strips"])
+@pytest.mark.parametrize(("a", "b"), [((5, 7), (7, 3)), ((2, 3, 5, 4), (4, 6)), ((7,), (7, 4)),
+                                      ((70, 40), (40, 72)), ((3, 50), (50, 49))])
+def test_matmul_packed_simd(a, b, order, monkeypatch):
+    """packed_simd (a constant B) against the reference, its work shared out by rows of A or by
+    strips of B: full tiles, a last block of fewer than four rows, a last strip narrower than 24
+    columns, one row (a vector A), batch axes folded into the rows."""
+    from refmnn.backends.numba.kernels import matmul_packed
+
+    if not SIMD_MATMUL:
+        pytest.skip("packed_simd applies only on CPUs with AVX2 and FMA")
+    monkeypatch.setattr(matmul_packed, "ROWS_PER_PART", 1 if order == "rows" else 10**6)
+    node = helper.make_node("MatMul", ["A", "B"], ["Y"], name="n0")
+    model = make_model([node], [("A", F, a)], [("Y", F, None)],
+                       initializers=[numpy_helper.from_array(rand(*b), "B")])
+    check_node(model, {"A": rand(*a)}, must_run=("blas", *SIMD_MATMUL))
+
+
+def test_matmul_packed_simd_is_chosen_for_constant_weights(monkeypatch):
+    """The costs give a MatMul with a constant B and at most MAX_ROWS rows to packed_simd
+    (priced below the sgemm, which packs B on every call) -- except on an Intel CPU with
+    AVX-512, whose BLAS runs FMAs twice as wide; a B fed at run time cannot be packed in
+    prepare, so blas runs (matmul_packed's docstring has the measurements)."""
+    from refmnn.backends.numba import _blas
+
+    def chosen(a, b, constant=True):  # type: ignore[no-untyped-def]
+        node = helper.make_node("MatMul", ["A", "B"], ["Y"], name="n0")
+        inits = [numpy_helper.from_array(rand(*b), "B")] if constant else []
+        decl = [("A", F, a)] + ([] if constant else [("B", F, b)])
+        model = make_model([node], decl, [("Y", F, None)], initializers=inits)
+        plan = refmnn.Session(model, backends=("numba",), check=False).resize()
+        return next(s.scheme for s in plan.steps if isinstance(s, RunStep))
+
+    if not SIMD_MATMUL:
+        pytest.skip("packed_simd applies only on CPUs with AVX2 and FMA")
+    monkeypatch.setattr(_blas, "wide_fma_cpu", lambda: False)
+    for a, b in (((1, 128, 384), (384, 1536)), ((1, 197, 192), (192, 576)), ((6, 10), (10, 3))):
+        assert chosen(a, b) == "packed_simd", (a, b)
+    assert chosen((1, 128, 384), (384, 1536), constant=False) == "blas"
+    assert chosen((1, 1024, 384), (384, 384)) == "blas"  # more rows than MAX_ROWS
+    monkeypatch.setattr(_blas, "wide_fma_cpu", lambda: True)
+    assert chosen((1, 128, 384), (384, 1536)) == "blas"
 
 
 @pytest.mark.parametrize(("a", "b", "leaf", "depth"), [((32, 48), (48, 64), 8, 2),

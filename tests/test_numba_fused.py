@@ -15,8 +15,8 @@ from onnx import helper, numpy_helper  # noqa: E402
 
 from tests.helpers import make_model  # noqa: E402
 from refmnn.schedule.plan import RunStep  # noqa: E402
-from tests.numba_checks import (F, RNG, SIMD_1X1, SIMD_DW_C8, SIMD_DW_S2, SIMD_FEW, WINOGRAD,  # noqa: E402
-                                check_node, conv_model, rand, rel_l2)
+from tests.numba_checks import (F, RNG, SIMD_1X1, SIMD_DW_C8, SIMD_DW_S2, SIMD_FEW,  # noqa: E402
+                                SIMD_MATMUL, WINOGRAD, check_node, conv_model, rand, rel_l2)
 
 FUSED_ACTS = [("none", {}), ("relu", {}), ("clip", {"activation_min": 0.0, "activation_max": 0.5}),
               ("leaky_relu", {"activation_alpha": 0.2}), ("sigmoid", {}), ("tanh", {}), ("gelu", {}),
@@ -330,7 +330,8 @@ def test_fused_gemm_1x1_epilogue_per_panel(split, residual, oc, c, h, w, monkeyp
 def test_bound_gemm_kernels_follow_new_inputs(monkeypatch):
     """gemm_1x1 and FusedMatMul bind their products to the run's tensors once: later runs with
     other feeds (the same tensors, new contents) still match the reference. The conv's weights
-    are fed too, so that gemm_1x1 runs (gemm_1x1_simd takes constant weights only)."""
+    are fed too, so that gemm_1x1 runs (gemm_1x1_simd takes constant weights only), and so is
+    the MatMul's B, so that blas runs (packed_simd takes a constant B only)."""
     from refmnn.backends.numba import _blas
 
     monkeypatch.setattr(_blas, "REGION_SPLIT_MIN_FLOPS", 0)  # these small products split too
@@ -338,20 +339,19 @@ def test_bound_gemm_kernels_follow_new_inputs(monkeypatch):
     bind = _blas.Gemm.bind
     monkeypatch.setattr(_blas.Gemm, "bind", lambda self, *a: binds.append(1) or bind(self, *a))
     b = numpy_helper.from_array(rand(72), "B")  # 40 -> 72 over 200 px
-    m = numpy_helper.from_array(rand(10, 40), "M")
     conv = helper.make_node("FusedConv", ["X", "W", "B", "Z"], ["Y"], name="conv",
                             domain="refmnn", activation="relu")
     mm = helper.make_node("FusedMatMul", ["Y", "M", "", "R"], ["Out"], name="mm",
                           domain="refmnn", activation="none")
     decl = [("X", F, (1, 40, 20, 10)), ("W", F, (72, 40, 1, 1)), ("Z", F, (1, 72, 20, 10)),
-            ("R", F, (1, 72, 20, 40))]
-    model = make_model([conv, mm], decl, [("Out", F, None)], initializers=[b, m],
+            ("R", F, (1, 72, 20, 40)), ("M", F, (10, 40))]
+    model = make_model([conv, mm], decl, [("Out", F, None)], initializers=[b],
                        extra_opsets=[("refmnn", 1)])
     reference = refmnn.Session(model, check=False)
     session = refmnn.Session(model, backends=("numba",), check=False)
     for _ in range(3):
         feeds = {"X": rand(1, 40, 20, 10), "W": rand(72, 40, 1, 1), "Z": rand(1, 72, 20, 10),
-                 "R": rand(1, 72, 20, 40)}
+                 "R": rand(1, 72, 20, 40), "M": rand(10, 40)}
         assert rel_l2(session.run(feeds)["Out"], reference.run(feeds)["Out"]) <= 1e-5
     schemes = {s.node.name: str(s.scheme) for s in session.plan.steps if isinstance(s, RunStep)}
     assert schemes == {"conv": "gemm_1x1", "mm": "blas"}
@@ -393,7 +393,32 @@ def test_fused_matmul(act, params, bias, residual):
     decl = [("A", F, (2, 3, 8))] + ([("Z", F, (3, 5))] if residual else [])
     model = make_model([node], decl, [("Y", F, None)], initializers=inits, extra_opsets=[("refmnn", 1)])
     feeds = {"A": rand(2, 3, 8), **({"Z": rand(3, 5)} if residual else {})}
-    check_node(model, feeds, must_run=("blas", "blocked"))
+    check_node(model, feeds, must_run=("blas", "blocked", *SIMD_MATMUL))
+
+
+@pytest.mark.parametrize(("act", "params"), FUSED_ACTS)
+@pytest.mark.parametrize(("bias_shape", "z_shape"), [
+    ((1, 50), (2, 9, 50)),   # bias and residual in the tiles' registers
+    ((50,), (9, 50)),        # a residual that broadcasts: the epilogue pass after the product
+    (None, None),
+])
+def test_fused_matmul_packed_simd(act, params, bias_shape, z_shape):
+    """packed_simd's epilogue -- bias per column, residual, every activation (Relu, Clip and
+    Gelu in registers, the others on each tile after its store) -- on a product with a last
+    block of two rows and a last strip of two columns (2 x 9 rows, 50 columns)."""
+    if not SIMD_MATMUL:
+        pytest.skip("packed_simd applies only on CPUs with AVX2 and FMA")
+    inits = [numpy_helper.from_array(rand(16, 50), "Bm")]
+    if bias_shape:
+        inits.append(numpy_helper.from_array(rand(*bias_shape), "bias"))
+    inputs = ["A", "Bm", "bias" if bias_shape else ""] + (["Z"] if z_shape else [])
+    node = helper.make_node("FusedMatMul", inputs, ["Y"], name="n0", domain="refmnn",
+                            activation=act, **params)
+    decl = [("A", F, (2, 9, 16))] + ([("Z", F, z_shape)] if z_shape else [])
+    model = make_model([node], decl, [("Y", F, None)], initializers=inits,
+                       extra_opsets=[("refmnn", 1)])
+    feeds = {"A": rand(2, 9, 16), **({"Z": rand(*z_shape)} if z_shape else {})}
+    check_node(model, feeds, must_run=SIMD_MATMUL)
 
 
 @pytest.mark.parametrize(("q", "kt", "v", "mask"), [

@@ -28,6 +28,11 @@ Scheme ``blocked`` -- applies when both operands have rank >= 2 and are not empt
     is resolved in ``prepare`` into two index tables. Cost: ``4 * 2*M*N*K*batch`` (no register
     tiling: about a quarter of BLAS speed), so it wins only for tiny products where BLAS's call
     overhead dominates.
+Scheme ``packed_simd`` -- B a constant matrix (a projection's weights), on AVX2/FMA CPUs: the
+    product in Numba's 8-lane register tiles on B packed into strips once, in ``prepare``, A
+    read in place, FusedMatMul's epilogue in registers. See :mod:`.matmul_packed`. Cost:
+    ``0.8 * 2*R*N*K`` for at most 256 rows of A (R, batch axes folded in), ``1.1 * 2*R*N*K``
+    for more, or on an Intel CPU with AVX-512 (where a BLAS runs twice the lanes).
 Scheme ``strassen`` -- large 2-D products: Strassen's 7-product recursion over BLAS leaves; see
     :mod:`.strassen` for the algorithm, its accuracy and its cost.
 """
@@ -39,7 +44,7 @@ from numba import njit, prange
 
 from refmnn.backends.base import Kernel, KernelDef, NodeSpec, Scheme, Storage
 from refmnn.backends.numba._blas import Binding
-from refmnn.backends.numba.kernels import strassen
+from refmnn.backends.numba.kernels import matmul_packed, strassen
 from refmnn.backends.numba.kernels._common import F32, PARALLEL_LOCK, PJIT, SUM_MATH, batch_items
 from refmnn.backends.numba.kernels.fused import Epilogue, epilogue_ok, epilogue_rows
 from refmnn.ops.fused import DOMAIN as FUSED_DOMAIN
@@ -272,6 +277,9 @@ def _schemes(fused: bool) -> tuple[Scheme, ...]:
         Scheme("blocked", lambda b, s: MatMulBlocked(), cost=_blocked_cost,
                applies=when(lambda spec: all(t.rank >= 2 and t.numel() for t in spec.inputs[:2])),
                doc="numba i-k-j loop nest, K blocks, prange over row blocks"),
+        Scheme("packed_simd", lambda b, s: matmul_packed.MatMulPacked(b),
+               applies=when(matmul_packed.applies), cost=matmul_packed.cost,
+               doc="register tiles on constant B packed once, A in place (no BLAS call)"),
         strassen.scheme(fused),
     )
 

@@ -27,9 +27,10 @@ gives Numba one:
 * :func:`vtranspose` -- eight vectors as the rows of an 8 x 8 matrix, returned as its eight
   columns (24 shuffles: eight channels' rows of pixels into eight pixels' vectors of channels
   and back, for ``depthwise3x3_c8``);
-* :func:`vadd` -- ``a + b`` lane-wise; :func:`vmax` -- the larger lane-wise, NaN winning (the
-  MaxPool maximum); :func:`vrelu`, :func:`vclamp` -- the Relu and Clip activations lane-wise, as
-  the scalar ``fused.activate`` computes them (NaN passes through);
+* :func:`vadd`, :func:`vmul`, :func:`vdiv` -- ``a + b``, ``a * b``, ``a / b`` lane-wise;
+  :func:`vmax` -- the larger lane-wise, NaN winning (the MaxPool maximum); :func:`vrelu`,
+  :func:`vclamp` -- the Relu and Clip activations lane-wise, as the scalar ``fused.activate``
+  computes them (NaN passes through);
 * :func:`vfma` -- ``a * b + c`` lane-wise, LLVM's ``llvm.fma.v8f32`` (one ``vfmadd231ps`` on
   an AVX2/FMA CPU; two SSE halves, or a libcall, on older ones -- the same results).
 
@@ -268,6 +269,26 @@ def vadd(typingctx: Any, a: Any, b: Any) -> Any:
 
 
 @intrinsic
+def vmul(typingctx: Any, a: Any, b: Any) -> Any:
+    """``a * b`` lane-wise."""
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        return builder.fmul(args[0], args[1])
+
+    return f32x8(f32x8, f32x8), codegen
+
+
+@intrinsic
+def vdiv(typingctx: Any, a: Any, b: Any) -> Any:
+    """``a / b`` lane-wise."""
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        return builder.fdiv(args[0], args[1])
+
+    return f32x8(f32x8, f32x8), codegen
+
+
+@intrinsic
 def vmax(typingctx: Any, a: Any, b: Any) -> Any:
     """``a`` where ``a > b`` or ``a`` is NaN, else ``b``, lane-wise: the scalar ``pool._max``
     (a NaN in either wins, as in ``np.maximum``; of two equal values, ``b``)."""
@@ -305,6 +326,6 @@ def vclamp(typingctx: Any, a: Any, lo: Any, hi: Any) -> Any:
     return f32x8(f32x8, f32x8, f32x8), codegen
 
 
-__all__ = ["LANES", "f32x8", "native", "vadd", "vbroadcast", "vclamp", "veven", "vfma", "vlane",
-           "vload", "vmax", "vodd", "vorder", "vpair", "vrelu", "vset", "vsplat", "vstore",
-           "vtranspose"]
+__all__ = ["LANES", "f32x8", "native", "vadd", "vbroadcast", "vclamp", "vdiv", "veven", "vfma",
+           "vlane", "vload", "vmax", "vmul", "vodd", "vorder", "vpair", "vrelu", "vset", "vsplat",
+           "vstore", "vtranspose"]
