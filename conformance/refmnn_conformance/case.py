@@ -265,6 +265,9 @@ class OpCase:
             output element; float tolerances widen by sqrt(K).
         tags: free-form labels ("slow", "reduction", ...), selectable with ``-k``.
         variant: distinguishes two cases of one op at one opset (part of the id).
+        constants: indices of inputs given as initializers instead of fed, as a model's
+            weights are: a backend may keep schemes for constant operands only (weights
+            packed once, when planning), and only such a case checks them.
     """
 
     op: str
@@ -277,9 +280,11 @@ class OpCase:
     accumulates: Callable[[Sample], int] | None = None
     tags: tuple[str, ...] = ()
     variant: str = ""
+    constants: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dtypes", tuple(self.dtypes))
+        object.__setattr__(self, "constants", tuple(self.constants))
         object.__setattr__(self, "tags", tuple(self.tags))
         if not isinstance(self.tolerance, MappingProxyType):
             object.__setattr__(self, "tolerance", MappingProxyType(dict(self.tolerance)))

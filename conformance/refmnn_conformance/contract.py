@@ -66,7 +66,7 @@ def check_contract(case: OpCase, dtype: DType, sample: Sample, backend: str, *,
                    config: BackendConfig | None = None) -> Result:
     """Poison, input-immutability and no-allocation checks for one sample on ``backend``."""
     opset = case.resolved_opset
-    graph, feeds = build_graph(case.op, case.domain, opset, sample)
+    graph, feeds = build_graph(case.op, case.domain, opset, sample, case.constants)
     session = make_session(graph, backend, registry, config, arena=False)
     plan = session.resize({k: v.shape for k, v in feeds.items()})
     judged, placed, reason = placement(plan, backend)

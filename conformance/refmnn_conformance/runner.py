@@ -2,7 +2,8 @@
 
 A sample becomes a one-node refmnn :class:`~refmnn.graph.Graph`: the sample's arrays are graph
 inputs (inputs whose *values* the op's shape rule reads, such as Reshape's shape, become
-initializers, as they are in real models), an omitted optional input is ``""``. The graph runs in
+initializers, as they are in real models, and so do the inputs a case lists in ``constants``:
+the weights of its ``constant_weights`` variants), an omitted optional input is ``""``. The graph runs in
 ``refmnn.Session(graph, backends=(backend,))``; the plan's steps say where the node was placed:
 
 * on the tested backend (or, after lowering, some of its core ops are): the outputs are judged;
@@ -87,8 +88,10 @@ def resolve(case_op: str, domain: str, opset: int) -> OpDef:
     return op_registry().resolve(domain, case_op, opset)
 
 
-def build_graph(op: str, domain: str, opset: int, sample: Sample) -> tuple[Graph, dict[str, np.ndarray]]:
-    """The one-node graph of a sample and its feeds (value inputs become initializers)."""
+def build_graph(op: str, domain: str, opset: int, sample: Sample,
+                constants: Collection[int] = ()) -> tuple[Graph, dict[str, np.ndarray]]:
+    """The one-node graph of a sample and its feeds (value inputs, and the inputs listed in
+    ``constants``, become initializers)."""
     opdef = resolve(op, domain, opset)
     names, inputs, initializers, feeds = [], [], {}, {}
     for index, array in enumerate(sample.inputs):
@@ -97,7 +100,7 @@ def build_graph(op: str, domain: str, opset: int, sample: Sample) -> tuple[Graph
             continue
         name = f"x{index}"
         names.append(name)
-        if index in opdef.value_inputs:
+        if index in opdef.value_inputs or index in constants:
             initializers[name] = np.array(array, copy=True, order="C")
             continue
         inputs.append(Value(name, TensorType(DType.from_numpy(array.dtype), tuple(array.shape))))
@@ -233,7 +236,7 @@ def check_value(case: OpCase, dtype: DType, sample: Sample, backend: str, *,
     """Run one sample on ``backend`` and judge it; raises ConformanceFailure on a mismatch
     (the Result of a conforming or skipped sample is returned)."""
     opset = case.resolved_opset
-    graph, feeds = build_graph(case.op, case.domain, opset, sample)
+    graph, feeds = build_graph(case.op, case.domain, opset, sample, case.constants)
     try:
         want = reference_outputs(case.op, case.domain, opset, sample)
     except Exception as exc:
@@ -282,7 +285,7 @@ def check_error(case: OpCase, dtype: DType, error: ErrorSample, backend: str, *,
     sample = error.sample
     opset = case.resolved_opset
     try:
-        graph, feeds = build_graph(case.op, case.domain, opset, sample)
+        graph, feeds = build_graph(case.op, case.domain, opset, sample, case.constants)
         session = make_session(graph, backend, registry, config)
         with np.errstate(all="ignore"):
             session.run(feeds)

@@ -58,6 +58,10 @@ def _k(sample: Sample) -> int:
 CASES = (
     OpCase("Conv", dtypes=FLOATS, samples=conv_samples, errors=conv_errors, accumulates=_k,
            tags=("accumulates",)),
+    # the weights and bias as initializers, as a model's are: what numba's schemes for
+    # constant weights (packed once, when planning: gemm_1x1_simd, direct*_few_simd...) run on
+    OpCase("Conv", dtypes=(DType.float32,), samples=conv_samples, accumulates=_k,
+           tags=("accumulates",), variant="constant_weights", constants=(1, 2)),
 )
 
 

@@ -85,6 +85,9 @@ _INTS = (DType.int32, DType.int64)
 CASES = (
     OpCase("MatMul", dtypes=FLOATS + _INTS, samples=matmul_samples, errors=matmul_errors,
            accumulates=_matmul_k, tags=("accumulates",)),
+    # B as an initializer, as a model's weights are: what numba's packed_simd runs on
+    OpCase("MatMul", dtypes=(DType.float32,), samples=matmul_samples, accumulates=_matmul_k,
+           tags=("accumulates",), variant="constant_weights", constants=(1,)),
     OpCase("Gemm", dtypes=FLOATS + _INTS, samples=gemm_samples, accumulates=_gemm_k,
            tags=("accumulates",)),
 )

@@ -226,6 +226,12 @@ def matmul_packed(a, bp, y, bias, z, has_b, has_z, act, alpha, lo, hi, by_rows, 
                        buf, has_b, has_z, act, alpha, lo, hi)
 
 
+def dense(x: np.ndarray) -> np.ndarray:
+    """``x`` C-contiguous, as the compiled loop takes its operands: a copy only of a strided
+    view (the executor's arena views never are; such calls are not bound, :class:`.Bound`)."""
+    return np.ascontiguousarray(x)
+
+
 def applies(spec: NodeSpec) -> bool:
     """B a constant 2-D float32 matrix, A of rank >= 1 with every size non-zero, on a CPU with
     AVX2 and FMA (:func:`.simd.native`)."""
@@ -297,13 +303,13 @@ class MatMulPacked(Kernel):
         y = out.reshape(self.r, self.n)
         bias = z = None
         if self.in_tile:
-            bias = inputs[2].reshape(-1) if ep.bias_input is not None else None
-            z = inputs[3].reshape(self.r, self.n) if ep.z_input is not None else None
+            bias = dense(inputs[2]).reshape(-1) if ep.bias_input is not None else None
+            z = dense(inputs[3]).reshape(self.r, self.n) if ep.z_input is not None else None
         args = ep.panel_args(bias, z, True)
         if not self.in_tile:  # the product alone; the epilogue pass follows (run)
             args = (*args[:5], NONE, *args[6:])
         args = (*args[:4], *args[5:])  # without b_cols (the bias is always one per column)
         raw = workspace.handle[:self.workspace_bytes].view(np.float32)
         scratch = raw.reshape(self.parts, self.row)
-        a = inputs[0].reshape(self.r, self.k)
+        a = dense(inputs[0]).reshape(self.r, self.k)
         return ((matmul_packed, (a, self.bp, y, *args, self.by_rows, scratch)),)
