@@ -23,7 +23,7 @@ integers) through the backend's ``upload``, so elements a kernel forgets to writ
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
