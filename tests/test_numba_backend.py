@@ -29,8 +29,8 @@ import refmnn  # noqa: E402
 from refmnn.backends.numba import NumbaBackend  # noqa: E402
 from refmnn.schedule.plan import RunStep  # noqa: E402
 from tests.helpers import make_model  # noqa: E402
-from tests.numba_checks import (F, SIMD_1X1, SIMD_DW_C8, SIMD_DW_S2, SIMD_MATMUL, WINOGRAD,  # noqa: E402
-                                check_node, conv_model, rand, rel_l2)
+from tests.numba_checks import (F, SIMD_1X1, SIMD_DW_C8, SIMD_DW_S2, SIMD_MATMUL,  # noqa: E402
+                                WINOGRAD, check_node, conv_model, rand, rel_l2)
 
 I64 = TensorProto.INT64
 

@@ -3,8 +3,9 @@
 A sample becomes a one-node refmnn :class:`~refmnn.graph.Graph`: the sample's arrays are graph
 inputs (inputs whose *values* the op's shape rule reads, such as Reshape's shape, become
 initializers, as they are in real models, and so do the inputs a case lists in ``constants``:
-the weights of its ``constant_weights`` variants), an omitted optional input is ``""``. The graph runs in
-``refmnn.Session(graph, backends=(backend,))``; the plan's steps say where the node was placed:
+the weights of its ``constant_weights`` variants), an omitted optional input is ``""``. The
+graph runs in ``refmnn.Session(graph, backends=(backend,))``; the plan's steps say where the
+node was placed:
 
 * on the tested backend (or, after lowering, some of its core ops are): the outputs are judged;
 * on the reference while another backend is tested: "fell back" (the backend declares the op
