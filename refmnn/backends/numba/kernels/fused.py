@@ -232,6 +232,17 @@ class Epilogue:
         self._dummy2 = np.zeros((1, 1), np.float32)
         self.bias_array: np.ndarray | None = None  # replaces inputs[bias_input] when set
 
+    def per_column(self, spec: NodeSpec) -> bool:
+        """Whether a product's epilogue can run on its row blocks: the bias (if any) one value
+        per output column (shape ``[..., 1, N]``) and the residual (if any) of the output's
+        shape -- every fused transformer projection."""
+        out = tuple(int(d) for d in spec.outputs[0].shape)
+        bias = spec.inputs[self.bias_input] if self.bias_input is not None else None
+        z = spec.inputs[self.z_input] if self.z_input is not None else None
+        return ((bias is None or (bias.numel() == out[-1]
+                                  and all(int(d) == 1 for d in bias.shape[:-1])))
+                and (z is None or tuple(int(d) for d in z.shape) == out))
+
     def panel_args(self, bias: np.ndarray | None, z: np.ndarray | None, b_cols: bool) -> tuple:
         """``(bias, z, has_b, has_z, b_cols, act, alpha, lo, hi)``: :func:`epilogue_rows`'s
         operands for this epilogue on a GEMM's panels, ``bias`` and ``z`` the caller's views of

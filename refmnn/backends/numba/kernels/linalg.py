@@ -136,12 +136,8 @@ class MatMulBlas(Kernel):
         # FusedMatMul's bias and residual (none for MatMul)
         self.epilogue = ep = Epilogue(spec, 2, 3)
         out = tuple(int(d) for d in spec.outputs[0].shape)
-        bias = spec.inputs[2] if ep.bias_input is not None else None
-        z = spec.inputs[3] if ep.z_input is not None else None
         self.in_panel = (ep.active and len(out) >= 2 and spec.outputs[0].dtype.numpy == np.float32
-                         and (bias is None or (bias.numel() == out[-1]
-                                               and all(int(d) == 1 for d in bias.shape[:-1])))
-                         and (z is None or tuple(int(d) for d in z.shape) == out))
+                         and ep.per_column(spec))
         self.rows = (-1, *out[-2:])
         self.binding = Binding()
 

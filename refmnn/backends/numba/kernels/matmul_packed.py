@@ -278,12 +278,7 @@ class MatMulPacked(Kernel):
         pack_strips(b, self.bp.reshape(strips, k, STRIP))
         self.k, self.n, self.r = k, n, _rows(spec)
         self.epilogue = ep = Epilogue(spec, 2, 3)
-        out = tuple(int(d) for d in spec.outputs[0].shape)
-        bias = spec.inputs[2] if ep.bias_input is not None else None
-        z = spec.inputs[3] if ep.z_input is not None else None
-        self.in_tile = ep.active and (bias is None or (
-            bias.numel() == n and all(int(d) == 1 for d in bias.shape[:-1]))) and (
-            z is None or tuple(int(d) for d in z.shape) == out)
+        self.in_tile = ep.active and ep.per_column(spec)
         self.parts = numba.config.NUMBA_NUM_THREADS
         blocks = -(-self.r // ROWS)
         self.by_rows = blocks >= ROWS_PER_PART * self.parts
@@ -305,10 +300,9 @@ class MatMulPacked(Kernel):
         if self.in_tile:
             bias = dense(inputs[2]).reshape(-1) if ep.bias_input is not None else None
             z = dense(inputs[3]).reshape(self.r, self.n) if ep.z_input is not None else None
-        args = ep.panel_args(bias, z, True)
-        if not self.in_tile:  # the product alone; the epilogue pass follows (run)
-            args = (*args[:5], NONE, *args[6:])
-        args = (*args[:4], *args[5:])  # without b_cols (the bias is always one per column)
+        bias, z, has_b, has_z = ep.panel_args(bias, z, True)[:4]
+        act = ep.act if self.in_tile else NONE  # else the product alone; run's pass follows
+        args = (bias, z, has_b, has_z, act, ep.alpha, ep.lo, ep.hi)
         raw = workspace.handle[:self.workspace_bytes].view(np.float32)
         scratch = raw.reshape(self.parts, self.row)
         a = dense(inputs[0]).reshape(self.r, self.k)
