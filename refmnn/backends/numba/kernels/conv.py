@@ -87,7 +87,8 @@ from numba import njit, prange
 
 from refmnn.backends.base import KernelDef, NodeSpec, Scheme
 from refmnn.backends.numba._blas import Binding
-from refmnn.backends.numba.kernels._common import F32, PARALLEL_LOCK, PJIT, Bound, Call, handle
+from refmnn.backends.numba.kernels._common import (F32, PARALLEL_LOCK, PJIT, Bound, BoundRun, Call,
+                                                   handle)
 from refmnn.backends.numba.kernels.conv_1x1_simd import (gemm_1x1_simd, gemm_1x1_simd_cost,
                                                         is_1x1_constant, packed_weights)
 from refmnn.backends.numba.kernels.conv_1x1_simd import plan as plan_1x1
@@ -422,7 +423,7 @@ class Gemm1x1Conv(GemmConv):
         return self.backend.gemm.bind(w.reshape(oc, c), x[0].reshape(c, p), o, args)
 
 
-class Gemm1x1SimdConv(GemmConv):
+class Gemm1x1SimdConv(BoundRun, GemmConv):
     """gemm_1x1_simd: :class:`GemmConv`'s in-panel epilogue, each image's product computed
     in Numba's register tiles on packed operands (:func:`.conv_1x1_simd.gemm_1x1_simd`, the
     epilogue per tile, in registers where the activation allows) instead of an sgemm; its own
@@ -444,11 +445,10 @@ class Gemm1x1SimdConv(GemmConv):
         self.workspace_bytes = (self.parts * self.row + self.plane) * 4
         self.bound = Bound()
 
-    def run(self, inputs, outputs, workspace):
-        self.bound((*inputs, outputs[0], handle(workspace)),
-                   lambda: self.calls(inputs, outputs[0], workspace))
-        if not self.in_panel:
-            self.epilogue(inputs, outputs[0])
+    def binding(self, inputs, outputs, workspace):  # type: ignore[no-untyped-def]
+        return ((*inputs, outputs[0], handle(workspace)),
+                lambda: self.calls(inputs, outputs[0], workspace),
+                None if self.in_panel else self.epilogue.after(inputs, outputs[0]))
 
     def calls(self, inputs, out, workspace) -> tuple[Call, ...]:  # type: ignore[no-untyped-def]
         """One :func:`.conv_1x1_simd.gemm_1x1_simd` call per image (see :class:`.Bound`)."""

@@ -126,7 +126,7 @@ import numpy as np
 from numba import njit, prange
 
 from refmnn.backends.base import NodeSpec, Storage
-from refmnn.backends.numba.kernels._common import JIT, PJIT, Bound, Call, handle, renamed
+from refmnn.backends.numba.kernels._common import JIT, PJIT, Bound, BoundRun, Call, handle, renamed
 from refmnn.backends.numba.kernels.conv_base import (LOOP, ConvBase, conv_params,
                                                      is_depthwise_3x3, macs)
 from refmnn.backends.numba.kernels.fused import CLIP, NONE, RELU, activate, activate_row
@@ -489,7 +489,7 @@ conv_depthwise3x3_s2_simd = njit(**PJIT)(_depthwise3x3_s2_simd)
 conv_depthwise3x3_s2_simd_serial = njit(**JIT)(renamed(_depthwise3x3_s2_simd, "_serial"))
 
 
-class Depthwise3x3Conv(ConvBase):
+class Depthwise3x3Conv(BoundRun, ConvBase):
     """3x3 depthwise with the bias and the activation applied in the same pass (the residual,
     when FusedConv has one, still goes through the epilogue pass, which then also activates).
     Small layers run the serial copy of the loops (one part): a parallel launch costs more than
@@ -528,10 +528,10 @@ class Depthwise3x3Conv(ConvBase):
 
     loops = (conv_depthwise3x3, conv_depthwise3x3_serial)  # (parallel, serial) builds
 
-    def run(self, inputs, outputs, workspace):
-        self.bound((*inputs, outputs[0], handle(workspace)),
-                   lambda: self.calls(inputs, outputs[0], workspace))
-        self.epilogue(inputs, outputs[0])
+    def binding(self, inputs, outputs, workspace):  # type: ignore[no-untyped-def]
+        return ((*inputs, outputs[0], handle(workspace)),
+                lambda: self.calls(inputs, outputs[0], workspace),
+                self.epilogue.after(inputs, outputs[0]))
 
     def calls(self, inputs, out, workspace) -> tuple[Call, ...]:  # type: ignore[no-untyped-def]
         """The parallel or the serial loops' call (see :class:`.Bound`)."""

@@ -108,7 +108,8 @@ import numpy as np
 from numba import njit, prange
 
 from refmnn.backends.base import NodeSpec
-from refmnn.backends.numba.kernels._common import JIT, PARALLEL_LOCK, PJIT, Bound, Call, handle
+from refmnn.backends.numba.kernels._common import (JIT, PARALLEL_LOCK, PJIT, Bound, BoundRun, Call,
+                                                   handle)
 from refmnn.backends.numba.kernels.conv_1x1_simd import packed_weights
 from refmnn.backends.numba.kernels.conv_base import ConvBase, conv_params, is_2d, macs
 from refmnn.backends.numba.kernels.conv_depthwise3x3 import (fill_padded, padded_geometry,
@@ -420,7 +421,7 @@ def is_direct3x3_few_simd(spec: NodeSpec) -> bool:
     return is_direct3x3_few(spec) and _simd_applies(spec)
 
 
-class DirectFewSimdConv(DirectFewConv):
+class DirectFewSimdConv(BoundRun, DirectFewConv):
     """direct3x3_few_simd and direct7x7_few_simd: the padded planes of :class:`DirectFewConv`,
     the outputs in register tiles, tasks of a few output rows."""
 
@@ -441,10 +442,10 @@ class DirectFewSimdConv(DirectFewConv):
         """The weights, constants here, packed once (:func:`.conv_1x1_simd.packed_weights`)."""
         return packed_weights(self.backend, spec)
 
-    def run(self, inputs, outputs, workspace):  # type: ignore[no-untyped-def]
-        self.bound((*inputs, outputs[0], handle(workspace)),
-                   lambda: self.calls(inputs, outputs[0], workspace))
-        self.epilogue(inputs, outputs[0])
+    def binding(self, inputs, outputs, workspace):  # type: ignore[no-untyped-def]
+        return ((*inputs, outputs[0], handle(workspace)),
+                lambda: self.calls(inputs, outputs[0], workspace),
+                self.epilogue.after(inputs, outputs[0]))
 
     def calls(self, inputs, out, workspace) -> tuple[Call, ...]:  # type: ignore[no-untyped-def]
         """The :func:`conv_direct_few_simd` call (see :class:`.Bound`)."""

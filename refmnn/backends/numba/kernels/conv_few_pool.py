@@ -186,11 +186,11 @@ class ConvFewMaxPool(DirectFewSimdConv):
         size = -(-oc // ROWS) * ROWS * k
         return self.backend.allocate(size * 4, Storage.STATIC).handle[:size * 4].view(np.float32)
 
-    def run(self, inputs, outputs, workspace):  # type: ignore[no-untyped-def]
-        # no epilogue pass after it (unlike DirectFewSimdConv's run): the activation is applied
-        # in the loops and the fused op has no residual
-        self.bound((*inputs, outputs[0], handle(workspace)),
-                   lambda: self.calls(inputs, outputs[0], workspace))
+    def binding(self, inputs, outputs, workspace):  # type: ignore[no-untyped-def]
+        # no epilogue pass after it (unlike DirectFewSimdConv's): the activation is applied in
+        # the loops and the fused op has no residual
+        return ((*inputs, outputs[0], handle(workspace)),
+                lambda: self.calls(inputs, outputs[0], workspace), None)
 
     def calls(self, inputs, out, workspace) -> tuple[Call, ...]:  # type: ignore[no-untyped-def]
         """The :func:`conv_few_max_pool` call (see :class:`.Bound`), after packing the weights

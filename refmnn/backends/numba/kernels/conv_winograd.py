@@ -126,7 +126,8 @@ import numpy as np
 from numba import njit, prange
 
 from refmnn.backends.base import NodeSpec, Storage
-from refmnn.backends.numba.kernels._common import JIT, PARALLEL_LOCK, PJIT, Bound, Call, handle
+from refmnn.backends.numba.kernels._common import (JIT, PARALLEL_LOCK, PJIT, Bound, BoundRun, Call,
+                                                   handle)
 from refmnn.backends.numba.kernels.conv_base import (GEMM_CALL, GEMM_PACK, ConvBase,
                                                       gemm_columns, is_3x3_s1)
 from refmnn.backends.numba.kernels.fused import NONE, activate_row
@@ -380,7 +381,7 @@ def winograd43_output(m, pitch, bias, z, has_z, out, n, tiles_h, tiles_w, act, a
         store_tile_rows(y, plane, z, has_z, n, oc, tiles_w, act, alpha, lo, hi)
 
 
-class WinogradConv(ConvBase):
+class WinogradConv(BoundRun, ConvBase):
     """Winograd F(m x m, 3x3), shared by F(2x2, 3x3) and F(4x4, 3x3): ``m x m`` output tiles
     from ``a x a`` input tiles (``a = m + 2``), ``a*a`` sgemms ``M_i = U_i @ V_i`` per image."""
 
@@ -432,17 +433,25 @@ class WinogradConv(ConvBase):
         self.no_z = np.zeros((1, 1, 1, 1), np.float32)
         self.bound = Bound()
 
+    def binding(self, inputs, outputs, workspace):  # type: ignore[no-untyped-def]
+        return ((*inputs, outputs[0], handle(workspace)),
+                lambda: self.calls(inputs, outputs[0], workspace),
+                self.epilogue.after(inputs, outputs[0]))
+
+    def bind(self, inputs, outputs, workspace):  # type: ignore[no-untyped-def]
+        return BoundRun.bind(self, inputs, outputs, workspace) if self.simd else None
+
     def run(self, inputs, outputs, workspace):
         if self.simd:  # every step a compiled loop: bound (see :class:`.Bound`)
-            self.bound((*inputs, outputs[0], handle(workspace)),
-                       lambda: self.calls(inputs, outputs[0], workspace))
-        else:  # the products are the backend's sgemm (which takes the lock where it must)
-            for function, args in self.calls(inputs, outputs[0], workspace):
-                if function is self.backend.gemm:
+            BoundRun.run(self, inputs, outputs, workspace)
+            return
+        # the products are the backend's sgemm (which takes the lock where it must)
+        for function, args in self.calls(inputs, outputs[0], workspace):
+            if function is self.backend.gemm:
+                function(*args)
+            else:
+                with PARALLEL_LOCK:
                     function(*args)
-                else:
-                    with PARALLEL_LOCK:
-                        function(*args)
         self.epilogue(inputs, outputs[0])
 
     def calls(self, inputs, out, workspace) -> tuple[Call, ...]:  # type: ignore[no-untyped-def]

@@ -25,6 +25,7 @@ and :func:`activate_row`, which ``depthwise3x3`` calls on each plane in L1; and 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 from numba import njit
@@ -249,6 +250,12 @@ class Epilogue:
         its bias and residual (None when absent: a placeholder the loops never read)."""
         return (self._dummy if bias is None else bias, self._dummy2 if z is None else z,
                 bias is not None, z is not None, b_cols, self.act, self.alpha, self.lo, self.hi)
+
+    def after(self, inputs, out: np.ndarray  # type: ignore[no-untyped-def]
+              ) -> Callable[[], None] | None:
+        """This epilogue as a pass after a kernel's calls (:class:`._common.BoundRun`), None
+        when there is nothing to do."""
+        return (lambda: self(inputs, out)) if self.active else None
 
     def __call__(self, inputs, out: np.ndarray) -> None:  # type: ignore[no-untyped-def]
         if not self.active:

@@ -68,7 +68,7 @@ from numba import njit, prange
 
 from refmnn.backends.base import Kernel, NodeSpec, Storage
 from refmnn.backends.numba.kernels._common import (F0, F1, F2, F3, F4, F5, F6, G0, G1, G2, G3,
-                                                   G4, G5, JIT, PJIT, Bound, handle)
+                                                   G4, G5, JIT, PJIT, Bound, BoundRun, handle)
 from refmnn.backends.numba.kernels.fused import CLIP, GELU, NONE, RELU, Epilogue, epilogue_rows
 from refmnn.backends.numba.kernels.gemm_simd import (PIXELS, ROWS, activate8, fma3, store3,
                                                     tile4x24)
@@ -260,7 +260,7 @@ def cost(spec: NodeSpec) -> float:
     return 2.0 * rows * n * k * factor + LAUNCH
 
 
-class MatMulPacked(Kernel):
+class MatMulPacked(BoundRun, Kernel):
     """packed_simd: B packed into a STATIC buffer once, each run one call of
     :func:`matmul_packed` bound to the run's arrays (:class:`.Bound`)."""
 
@@ -286,11 +286,10 @@ class MatMulPacked(Kernel):
         self.workspace_bytes = self.parts * self.row * 4
         self.bound = Bound()
 
-    def run(self, inputs, outputs, workspace):  # type: ignore[no-untyped-def]
-        self.bound((*inputs, outputs[0], handle(workspace)),
-                   lambda: self.calls(inputs, outputs[0], workspace))
-        if self.epilogue.active and not self.in_tile:
-            self.epilogue(inputs, outputs[0])
+    def binding(self, inputs, outputs, workspace):  # type: ignore[no-untyped-def]
+        return ((*inputs, outputs[0], handle(workspace)),
+                lambda: self.calls(inputs, outputs[0], workspace),
+                None if self.in_tile else self.epilogue.after(inputs, outputs[0]))
 
     def calls(self, inputs, out, workspace):  # type: ignore[no-untyped-def]
         """The one call of :func:`matmul_packed` for these arrays."""

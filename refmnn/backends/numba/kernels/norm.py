@@ -21,8 +21,8 @@ import numpy as np
 from numba import njit, prange
 
 from refmnn.backends.base import Kernel, KernelDef, NodeSpec, Scheme
-from refmnn.backends.numba.kernels._common import (F32, PJIT, SUM_MATH, Bound, Call, flat,
-                                                    numel, single_output)
+from refmnn.backends.numba.kernels._common import (F32, PJIT, SUM_MATH, Bound, BoundRun, Call,
+                                                    flat, numel, single_output)
 
 
 @njit(**PJIT, fastmath=SUM_MATH)
@@ -56,7 +56,7 @@ def normalise_rows(x, scale, bias, has_bias, out, rows, d, mean, inv):
                 dst[j] = (row[j] - m) * s * scale[j]
 
 
-class LayerNorm(Kernel):
+class LayerNorm(BoundRun, Kernel):
     def prepare(self, spec: NodeSpec) -> None:
         shape = [int(s) for s in spec.inputs[0].shape]
         axis = spec.attrs["axis"] % len(shape)
@@ -67,8 +67,8 @@ class LayerNorm(Kernel):
         self.inv = np.empty(self.rows, dtype=np.float64)
         self.bound = Bound()
 
-    def run(self, inputs, outputs, workspace):
-        self.bound((*inputs, outputs[0]), lambda: self.calls(inputs, outputs[0]))
+    def binding(self, inputs, outputs, workspace):  # type: ignore[no-untyped-def]
+        return (*inputs, outputs[0]), lambda: self.calls(inputs, outputs[0]), None
 
     def calls(self, inputs, out) -> tuple[Call, ...]:  # type: ignore[no-untyped-def]
         """The statistics, then the output rows (see :class:`.Bound`)."""

@@ -75,8 +75,8 @@ import numpy as np
 from numba import njit, prange
 
 from refmnn.backends.base import Kernel, KernelDef, NodeSpec, Scheme
-from refmnn.backends.numba.kernels._common import (F32, JIT, PJIT, Bound, Call, handle, numel,
-                                                  single_output, window_params)
+from refmnn.backends.numba.kernels._common import (F32, JIT, PJIT, Bound, BoundRun, Call, handle,
+                                                  numel, single_output, window_params)
 from refmnn.backends.numba.kernels.fused import NONE
 from refmnn.backends.numba.kernels.gemm_simd import activate8
 from refmnn.backends.numba.kernels.simd import (LANES, native, veven, vload, vmax, vodd, vorder,
@@ -326,7 +326,7 @@ def pool_params(spec: NodeSpec) -> tuple[int, ...]:
     return window_params(spec, spec.attrs["kernel_shape"])
 
 
-class Pool(Kernel):
+class Pool(BoundRun, Kernel):
     def __init__(self, is_max: bool) -> None:
         self.is_max = is_max
 
@@ -335,9 +335,9 @@ class Pool(Kernel):
         self.include = bool(spec.attrs.get("count_include_pad", 0))
         self.bound = Bound()
 
-    def run(self, inputs, outputs, workspace):
-        self.bound((inputs[0], outputs[0], handle(workspace)),
-                   lambda: self.calls(inputs[0], outputs[0], workspace))
+    def binding(self, inputs, outputs, workspace):  # type: ignore[no-untyped-def]
+        return ((inputs[0], outputs[0], handle(workspace)),
+                lambda: self.calls(inputs[0], outputs[0], workspace), None)
 
     def calls(self, x, out, workspace) -> tuple[Call, ...]:  # type: ignore[no-untyped-def]
         """The :func:`pool2d` call (see :class:`.Bound`)."""

@@ -23,7 +23,8 @@ import numpy as np
 from numba import njit, prange
 
 from refmnn.backends.base import Kernel, KernelDef, NodeSpec, Scheme
-from refmnn.backends.numba.kernels._common import JIT, PARALLEL_LOCK, PJIT, bits, numel
+from refmnn.backends.numba.kernels._common import (JIT, PJIT, Bound, BoundRun, Call, bits,
+                                                   numel)
 from refmnn.dtypes import DType
 from refmnn.ops.raster import DOMAIN, split_regions
 
@@ -173,7 +174,7 @@ class RegionCopy(Kernel):
             self.calls = [(int(row[0]), table[i:i + 1].copy()) for i, row in enumerate(table)]
 
 
-class Raster(RegionCopy):
+class Raster(BoundRun, RegionCopy):
     def prepare(self, spec: NodeSpec) -> None:
         rank = spec.attrs["rank"]
         simplified = (simplify_region(*reg) for reg in split_regions(spec.attrs["regions"], rank))
@@ -182,18 +183,16 @@ class Raster(RegionCopy):
         # regions writing disjoint elements may share out their runs; overlapping ones keep
         # their order (later regions win), so they stay serial
         self.parallel = self.exact and numel(spec.outputs[0]) >= RASTER_PARALLEL_MIN
+        self.bound = Bound()
 
-    def run(self, inputs, outputs, workspace):
-        out = bits(outputs[0])
-        if self.zero:
-            fill_zero(out)
-        if self.parallel:
-            with PARALLEL_LOCK:
-                for source, table in self.calls:
-                    raster_copy_parallel(bits(inputs[source]), out, table)
-            return
-        for source, table in self.calls:
-            raster_copy(bits(inputs[source]), out, table)
+    def binding(self, inputs, outputs, workspace):  # type: ignore[no-untyped-def]
+        def make() -> tuple[Call, ...]:
+            out = bits(outputs[0])
+            copy = raster_copy_parallel if self.parallel else raster_copy
+            zero: tuple[Call, ...] = ((fill_zero, (out,)),) if self.zero else ()
+            return zero + tuple((copy, (bits(inputs[source]), out, table))
+                                for source, table in self.calls)
+        return (*inputs, outputs[0]), make, None
 
 
 def _raster_cost(spec: NodeSpec) -> float:

@@ -21,7 +21,7 @@ import numpy as np
 from numba import njit, prange
 
 from refmnn.backends.base import Kernel, KernelDef, NodeSpec, Scheme
-from refmnn.backends.numba.kernels._common import (F32, JIT, PJIT, SUM_MATH, Bound, Call,
+from refmnn.backends.numba.kernels._common import (F32, JIT, PJIT, SUM_MATH, Bound, BoundRun, Call,
                                                     flat, numel)
 from refmnn.dtypes import DType
 
@@ -129,7 +129,7 @@ def _strided_ok(spec: NodeSpec) -> bool:
     return g is not None and len(g) <= 4
 
 
-class Reduce(Kernel):
+class Reduce(BoundRun, Kernel):
     def __init__(self, op: str, rows: bool) -> None:
         self.code = CODES[op]
         self.rows = rows
@@ -154,8 +154,8 @@ class Reduce(Kernel):
         self.ostrides = np.array(strides, dtype=np.int64)
         self.count = int(np.prod([s for red, s in g if red], dtype=np.int64))
 
-    def run(self, inputs, outputs, workspace):
-        self.bound((inputs[0], outputs[0]), lambda: self.calls(inputs[0], outputs[0]))
+    def binding(self, inputs, outputs, workspace):  # type: ignore[no-untyped-def]
+        return (inputs[0], outputs[0]), lambda: self.calls(inputs[0], outputs[0]), None
 
     def calls(self, x, out) -> tuple[Call, ...]:  # type: ignore[no-untyped-def]
         """The :func:`reduce_rows` or :func:`reduce_strided` call (see :class:`.Bound`)."""
