@@ -47,8 +47,8 @@ from numba import njit, prange
 
 from refmnn.backends.base import Kernel, KernelDef, NodeSpec, Scheme
 from refmnn.backends.numba.kernels import sgemm
-from refmnn.backends.numba.kernels._common import (F32, JIT, PARALLEL_LOCK, PJIT, item_offsets,
-                                                  renamed)
+from refmnn.backends.numba.kernels._common import (F32, JIT, PJIT, Bound, BoundRun, Call,
+                                                  handle, item_offsets, renamed)
 from refmnn.backends.numba.kernels.activation import (exp_shifted, normalise_rows_serial,
                                                       row_maxes_serial)
 from refmnn.ops.fused import DOMAIN as FUSED_DOMAIN
@@ -192,7 +192,7 @@ def _layout(shape: tuple[int, ...], perm: Sequence[int]
     return tuple(shape[p] for p in perm), tuple(strides[p] for p in perm)
 
 
-class FusedAttention(Kernel):
+class FusedAttention(BoundRun, Kernel):
     def __init__(self, use_blas: bool) -> None:
         self.use_blas = use_blas
 
@@ -228,18 +228,23 @@ class FusedAttention(Kernel):
         self.workspace_bytes = 4 * (self.work + self.parts * self.sk)
         self.scale = np.float32(spec.attrs["scale"])
         self._dummy = np.zeros(1, np.float32)
+        self.bound = Bound()
 
-    def run(self, inputs, outputs, workspace):
+    def binding(self, inputs, outputs, workspace):  # type: ignore[no-untyped-def]
+        return ((*inputs, outputs[0], handle(workspace)),
+                lambda: self.calls(inputs, outputs[0], workspace), None)
+
+    def calls(self, inputs, out, workspace) -> tuple[Call, ...]:  # type: ignore[no-untyped-def]
+        """The one attention call (see :class:`.Bound`)."""
         raw = workspace.handle[:self.workspace_bytes]
         work, bits = raw[:4 * self.work].view(np.float32), raw[4 * self.work:].view(np.int32)
         q, kt, v = (x.reshape(-1) for x in inputs[:3])
         mask = inputs[3].reshape(-1) if self.has_mask else self._dummy
         qo, ko, vo, oo, mo = self.offsets
         attend = attend_blas if self.use_blas else attend_loops
-        with PARALLEL_LOCK:
-            attend(q, kt, v, mask, outputs[0].reshape(-1), qo, ko, vo, oo, mo, self.mr, self.mc,
-                   self.has_mask, self.sq, self.sk, self.d, self.dv, self.strides, self.scale,
-                   self.rb, work, bits, self.parts)
+        return ((attend, (q, kt, v, mask, out.reshape(-1), qo, ko, vo, oo, mo, self.mr, self.mc,
+                          self.has_mask, self.sq, self.sk, self.d, self.dv, self.strides,
+                          self.scale, self.rb, work, bits, self.parts)),)
 
 
 def _operands(spec: NodeSpec) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:

@@ -27,7 +27,8 @@ import numpy as np
 from numba import njit
 
 from refmnn.backends.base import Kernel, KernelDef, NodeSpec, Scheme
-from refmnn.backends.numba.kernels._common import F32, JIT, broadcast_layout, erf32, flat, numel
+from refmnn.backends.numba.kernels._common import (F32, JIT, Bound, BoundRun, broadcast_layout,
+                                                  erf32, flat, numel)
 
 RANK = 6
 from refmnn.dtypes import DType
@@ -253,7 +254,7 @@ def unary_kernel(op, x, out, lo, hi):
 # kernels
 
 
-class Binary(Kernel):
+class Binary(BoundRun, Kernel):
     def __init__(self, op: str) -> None:
         self.op = op
 
@@ -262,23 +263,28 @@ class Binary(Kernel):
         assert layout is not None
         self.sizes, strides = layout
         self.strides = strides
+        self.bound = Bound()
 
-    def run(self, inputs, outputs, workspace):
-        a, b = inputs
-        out = flat(outputs[0])
-        if self.op == "Equal":
-            equal_kernel(flat(a), flat(b), out, self.sizes, *self.strides)
-        else:
-            binary_kernel(BINARY_CODES[self.op], flat(a), flat(b), out, self.sizes, *self.strides)
+    def binding(self, inputs, outputs, workspace):  # type: ignore[no-untyped-def]
+        def make():  # type: ignore[no-untyped-def]
+            a, b = inputs
+            if self.op == "Equal":
+                return ((equal_kernel, (flat(a), flat(b), flat(outputs[0]), self.sizes,
+                                        *self.strides)),)
+            return ((binary_kernel, (BINARY_CODES[self.op], flat(a), flat(b), flat(outputs[0]),
+                                     self.sizes, *self.strides)),)
+        return (*inputs, outputs[0]), make, None
 
 
 class Where(Binary):
     def __init__(self) -> None:
         super().__init__("Where")
 
-    def run(self, inputs, outputs, workspace):
+    def binding(self, inputs, outputs, workspace):  # type: ignore[no-untyped-def]
         c, x, y = inputs
-        where_kernel(flat(c), flat(x), flat(y), flat(outputs[0]), self.sizes, *self.strides)
+        return ((*inputs, outputs[0]),
+                lambda: ((where_kernel, (flat(c), flat(x), flat(y), flat(outputs[0]), self.sizes,
+                                         *self.strides)),), None)
 
 
 class Unary(Kernel):

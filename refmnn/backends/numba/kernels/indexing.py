@@ -13,7 +13,7 @@ import numpy as np
 from numba import njit
 
 from refmnn.backends.base import Kernel, KernelDef, NodeSpec, Scheme
-from refmnn.backends.numba.kernels._common import JIT, bits, flat, numel
+from refmnn.backends.numba.kernels._common import JIT, Bound, BoundRun, bits, flat, numel
 from refmnn.backends.numba.kernels.raster import DTYPES as RASTER_DTYPES
 
 
@@ -35,18 +35,20 @@ def gather_rows(data, indices, out, outer, a, inner):
                 dv[i] = sv[i]
 
 
-class Gather(Kernel):
+class Gather(BoundRun, Kernel):
     def prepare(self, spec: NodeSpec) -> None:
         shape = [int(d) for d in spec.inputs[0].shape]
         axis = spec.attrs["axis"] % len(shape)
         self.outer = int(np.prod(shape[:axis], dtype=np.int64))
         self.a = shape[axis]
         self.inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
+        self.bound = Bound()
 
-    def run(self, inputs, outputs, workspace):
+    def binding(self, inputs, outputs, workspace):  # type: ignore[no-untyped-def]
         data, indices = inputs
-        gather_rows(bits(data), flat(np.asarray(indices)), bits(outputs[0]),
-                    self.outer, self.a, self.inner)
+        return ((data, indices, outputs[0]),
+                lambda: ((gather_rows, (bits(data), flat(np.asarray(indices)), bits(outputs[0]),
+                                        self.outer, self.a, self.inner)),), None)
 
 
 KERNELS = (
