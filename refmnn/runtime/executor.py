@@ -11,7 +11,7 @@ copies in order, and downloads the outputs.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -152,11 +152,8 @@ class Prepared:
             if call is not None:
                 try:
                     call()
-                except RefmnnError as exc:
-                    exc.add_note(f"while running {self._where(step, self._arguments(step)[0])}")
-                    raise
                 except Exception as exc:
-                    raise self._op_error(step, self._arguments(step)[0], exc) from exc
+                    self._fail(step, self._arguments(step)[0], exc)
             elif isinstance(step, CopyStep):
                 self._copy(step)
             else:
@@ -174,11 +171,8 @@ class Prepared:
         inputs, outputs, workspace = self._arguments(step)
         try:
             return step, kernel, kernel.bind(inputs, outputs, workspace)
-        except RefmnnError as exc:
-            exc.add_note(f"while running {self._where(step, inputs)}")
-            raise
         except Exception as exc:
-            raise self._op_error(step, inputs, exc) from exc
+            self._fail(step, inputs, exc)
 
     def _copy(self, step: CopyStep) -> None:
         """Move a value between backends through host memory (a host object has no device
@@ -201,21 +195,19 @@ class Prepared:
         inputs, outputs, workspace = self._arguments(step)
         try:
             kernel.run(inputs, outputs, workspace)
-        except RefmnnError as exc:
-            exc.add_note(f"while running {self._where(step, inputs)}")
-            raise
         except Exception as exc:
-            raise self._op_error(step, inputs, exc) from exc
+            self._fail(step, inputs, exc)
 
     @staticmethod
-    def _where(step: RunStep, inputs: list[Any]) -> str:
-        return node_context(step.node.name, step.node.op, step.node.domain, step.opset, inputs)
-
-    @classmethod
-    def _op_error(cls, step: RunStep, inputs: list[Any], exc: Exception) -> OpError:
-        """A failure other than a RefmnnError, as an OpError naming the node, backend, scheme."""
-        return OpError(f"{cls._where(step, inputs)} on backend {step.backend!r} (scheme "
-                       f"{step.scheme}) failed: {type(exc).__name__}: {exc}")
+    def _fail(step: RunStep, inputs: list[Any], exc: Exception) -> NoReturn:
+        """Raise a step's failure with the node named: a RefmnnError with a note added, any
+        other exception as an OpError that also names the backend and the scheme."""
+        where = node_context(step.node.name, step.node.op, step.node.domain, step.opset, inputs)
+        if isinstance(exc, RefmnnError):
+            exc.add_note(f"while running {where}")
+            raise exc
+        raise OpError(f"{where} on backend {step.backend!r} (scheme {step.scheme}) failed: "
+                      f"{type(exc).__name__}: {exc}") from exc
 
     def _download(self, key: str) -> Any:
         tensor = self.tensors[key]
