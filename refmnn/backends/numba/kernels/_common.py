@@ -137,7 +137,8 @@ def run_calls(calls: tuple[Call, ...]) -> None:
 class BoundRun:
     """A kernel whose run is its :class:`Bound` calls, then an optional pass: it says which in
     :meth:`binding`, and ``run`` and ``bind`` (:meth:`refmnn.backends.base.Kernel.bind`) both
-    follow from that."""
+    follow from that. By default the calls are ``self.calls(inputs, outputs[0], workspace)``,
+    keyed by the inputs, the output and the workspace, and the pass is :meth:`after_calls`'s."""
 
     bound: Bound
 
@@ -146,7 +147,14 @@ class BoundRun:
                            Callable[[], None] | None]:
         """``(arrays, make, after)``: the arrays the calls are made for (their key), how to make
         the calls, and a pass to run after them on every run (None: none)."""
-        raise NotImplementedError
+        out = outputs[0]
+        return ((*inputs, out, handle(workspace)),
+                lambda: self.calls(inputs, out, workspace),  # type: ignore[attr-defined]
+                self.after_calls(inputs, out))
+
+    def after_calls(self, inputs: Sequence[Any], out: Any) -> Callable[[], None] | None:
+        """The default :meth:`binding`'s pass after the calls (an epilogue); None: none."""
+        return None
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], workspace: Any | None) -> None:
         arrays, make, after = self.binding(inputs, outputs, workspace)

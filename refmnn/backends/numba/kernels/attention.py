@@ -48,7 +48,7 @@ from numba import njit, prange
 from refmnn.backends.base import Kernel, KernelDef, NodeSpec, Scheme
 from refmnn.backends.numba.kernels import sgemm
 from refmnn.backends.numba.kernels._common import (F32, JIT, PJIT, Bound, BoundRun, Call,
-                                                  handle, item_offsets, renamed)
+                                                  item_offsets, renamed)
 from refmnn.backends.numba.kernels.activation import (exp_shifted, normalise_rows_serial,
                                                       row_maxes_serial)
 from refmnn.ops.fused import DOMAIN as FUSED_DOMAIN
@@ -229,10 +229,6 @@ class FusedAttention(BoundRun, Kernel):
         self.scale = np.float32(spec.attrs["scale"])
         self._dummy = np.zeros(1, np.float32)
         self.bound = Bound()
-
-    def binding(self, inputs, outputs, workspace):  # type: ignore[no-untyped-def]
-        return ((*inputs, outputs[0], handle(workspace)),
-                lambda: self.calls(inputs, outputs[0], workspace), None)
 
     def calls(self, inputs, out, workspace) -> tuple[Call, ...]:  # type: ignore[no-untyped-def]
         """The one attention call (see :class:`.Bound`)."""

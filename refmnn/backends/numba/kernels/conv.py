@@ -87,8 +87,7 @@ from numba import njit, prange
 
 from refmnn.backends.base import KernelDef, NodeSpec, Scheme
 from refmnn.backends.numba._blas import Binding
-from refmnn.backends.numba.kernels._common import (F32, PARALLEL_LOCK, PJIT, Bound, BoundRun, Call,
-                                                   handle)
+from refmnn.backends.numba.kernels._common import F32, PARALLEL_LOCK, PJIT, Bound, BoundRun, Call
 from refmnn.backends.numba.kernels.conv_1x1_simd import (gemm_1x1_simd, gemm_1x1_simd_cost,
                                                         is_1x1_constant, packed_weights)
 from refmnn.backends.numba.kernels.conv_1x1_simd import plan as plan_1x1
@@ -445,10 +444,8 @@ class Gemm1x1SimdConv(BoundRun, GemmConv):
         self.workspace_bytes = (self.parts * self.row + self.plane) * 4
         self.bound = Bound()
 
-    def binding(self, inputs, outputs, workspace):  # type: ignore[no-untyped-def]
-        return ((*inputs, outputs[0], handle(workspace)),
-                lambda: self.calls(inputs, outputs[0], workspace),
-                None if self.in_panel else self.epilogue.after(inputs, outputs[0]))
+    def after_calls(self, inputs, out):  # type: ignore[no-untyped-def]
+        return None if self.in_panel else self.epilogue.after(inputs, out)
 
     def calls(self, inputs, out, workspace) -> tuple[Call, ...]:  # type: ignore[no-untyped-def]
         """One :func:`.conv_1x1_simd.gemm_1x1_simd` call per image (see :class:`.Bound`)."""

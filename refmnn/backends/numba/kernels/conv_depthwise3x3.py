@@ -126,7 +126,7 @@ import numpy as np
 from numba import njit, prange
 
 from refmnn.backends.base import NodeSpec, Storage
-from refmnn.backends.numba.kernels._common import JIT, PJIT, Bound, BoundRun, Call, handle, renamed
+from refmnn.backends.numba.kernels._common import JIT, PJIT, Bound, BoundRun, Call, renamed
 from refmnn.backends.numba.kernels.conv_base import (LOOP, ConvBase, conv_params,
                                                      is_depthwise_3x3, macs)
 from refmnn.backends.numba.kernels.fused import CLIP, NONE, RELU, activate, activate_row
@@ -528,10 +528,8 @@ class Depthwise3x3Conv(BoundRun, ConvBase):
 
     loops = (conv_depthwise3x3, conv_depthwise3x3_serial)  # (parallel, serial) builds
 
-    def binding(self, inputs, outputs, workspace):  # type: ignore[no-untyped-def]
-        return ((*inputs, outputs[0], handle(workspace)),
-                lambda: self.calls(inputs, outputs[0], workspace),
-                self.epilogue.after(inputs, outputs[0]))
+    def after_calls(self, inputs, out):  # type: ignore[no-untyped-def]
+        return self.epilogue.after(inputs, out)
 
     def calls(self, inputs, out, workspace) -> tuple[Call, ...]:  # type: ignore[no-untyped-def]
         """The parallel or the serial loops' call (see :class:`.Bound`)."""

@@ -108,8 +108,7 @@ import numpy as np
 from numba import njit, prange
 
 from refmnn.backends.base import NodeSpec
-from refmnn.backends.numba.kernels._common import (JIT, PARALLEL_LOCK, PJIT, Bound, BoundRun, Call,
-                                                   handle)
+from refmnn.backends.numba.kernels._common import JIT, PARALLEL_LOCK, PJIT, Bound, BoundRun, Call
 from refmnn.backends.numba.kernels.conv_1x1_simd import packed_weights
 from refmnn.backends.numba.kernels.conv_base import ConvBase, conv_params, is_2d, macs
 from refmnn.backends.numba.kernels.conv_depthwise3x3 import (fill_padded, padded_geometry,
@@ -442,10 +441,8 @@ class DirectFewSimdConv(BoundRun, DirectFewConv):
         """The weights, constants here, packed once (:func:`.conv_1x1_simd.packed_weights`)."""
         return packed_weights(self.backend, spec)
 
-    def binding(self, inputs, outputs, workspace):  # type: ignore[no-untyped-def]
-        return ((*inputs, outputs[0], handle(workspace)),
-                lambda: self.calls(inputs, outputs[0], workspace),
-                self.epilogue.after(inputs, outputs[0]))
+    def after_calls(self, inputs, out):  # type: ignore[no-untyped-def]
+        return self.epilogue.after(inputs, out)
 
     def calls(self, inputs, out, workspace) -> tuple[Call, ...]:  # type: ignore[no-untyped-def]
         """The :func:`conv_direct_few_simd` call (see :class:`.Bound`)."""

@@ -43,7 +43,7 @@ import numpy as np
 from numba import njit, prange
 
 from refmnn.backends.base import KernelDef, NodeSpec, Scheme, Storage
-from refmnn.backends.numba.kernels._common import F32, PJIT, Call, handle
+from refmnn.backends.numba.kernels._common import F32, PJIT, Call
 from refmnn.backends.numba.kernels.conv_depthwise3x3 import padded_geometry
 from refmnn.backends.numba.kernels.conv_direct_few import (TILE, DirectFewSimdConv,
                                                            _tile_taps, direct3x3_few_simd_cost,
@@ -186,11 +186,10 @@ class ConvFewMaxPool(DirectFewSimdConv):
         size = -(-oc // ROWS) * ROWS * k
         return self.backend.allocate(size * 4, Storage.STATIC).handle[:size * 4].view(np.float32)
 
-    def binding(self, inputs, outputs, workspace):  # type: ignore[no-untyped-def]
+    def after_calls(self, inputs, out):  # type: ignore[no-untyped-def]
         # no epilogue pass after it (unlike DirectFewSimdConv's): the activation is applied in
         # the loops and the fused op has no residual
-        return ((*inputs, outputs[0], handle(workspace)),
-                lambda: self.calls(inputs, outputs[0], workspace), None)
+        return None
 
     def calls(self, inputs, out, workspace) -> tuple[Call, ...]:  # type: ignore[no-untyped-def]
         """The :func:`conv_few_max_pool` call (see :class:`.Bound`), after packing the weights

@@ -126,8 +126,7 @@ import numpy as np
 from numba import njit, prange
 
 from refmnn.backends.base import NodeSpec, Storage
-from refmnn.backends.numba.kernels._common import (JIT, PARALLEL_LOCK, PJIT, Bound, BoundRun, Call,
-                                                   handle)
+from refmnn.backends.numba.kernels._common import JIT, PARALLEL_LOCK, PJIT, Bound, BoundRun, Call
 from refmnn.backends.numba.kernels.conv_base import (GEMM_CALL, GEMM_PACK, ConvBase,
                                                       gemm_columns, is_3x3_s1)
 from refmnn.backends.numba.kernels.fused import NONE, activate_row
@@ -433,10 +432,8 @@ class WinogradConv(BoundRun, ConvBase):
         self.no_z = np.zeros((1, 1, 1, 1), np.float32)
         self.bound = Bound()
 
-    def binding(self, inputs, outputs, workspace):  # type: ignore[no-untyped-def]
-        return ((*inputs, outputs[0], handle(workspace)),
-                lambda: self.calls(inputs, outputs[0], workspace),
-                self.epilogue.after(inputs, outputs[0]))
+    def after_calls(self, inputs, out):  # type: ignore[no-untyped-def]
+        return self.epilogue.after(inputs, out)
 
     def bind(self, inputs, outputs, workspace):  # type: ignore[no-untyped-def]
         return BoundRun.bind(self, inputs, outputs, workspace) if self.simd else None

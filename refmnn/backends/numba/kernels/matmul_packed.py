@@ -68,7 +68,7 @@ from numba import njit, prange
 
 from refmnn.backends.base import Kernel, NodeSpec, Storage
 from refmnn.backends.numba.kernels._common import (F0, F1, F2, F3, F4, F5, F6, G0, G1, G2, G3,
-                                                   G4, G5, JIT, PJIT, Bound, BoundRun, handle)
+                                                   G4, G5, JIT, PJIT, Bound, BoundRun)
 from refmnn.backends.numba.kernels.fused import CLIP, GELU, NONE, RELU, Epilogue, epilogue_rows
 from refmnn.backends.numba.kernels.gemm_simd import (PIXELS, ROWS, activate8, fma3, store3,
                                                     tile4x24)
@@ -286,10 +286,8 @@ class MatMulPacked(BoundRun, Kernel):
         self.workspace_bytes = self.parts * self.row * 4
         self.bound = Bound()
 
-    def binding(self, inputs, outputs, workspace):  # type: ignore[no-untyped-def]
-        return ((*inputs, outputs[0], handle(workspace)),
-                lambda: self.calls(inputs, outputs[0], workspace),
-                None if self.in_tile else self.epilogue.after(inputs, outputs[0]))
+    def after_calls(self, inputs, out):  # type: ignore[no-untyped-def]
+        return None if self.in_tile else self.epilogue.after(inputs, out)
 
     def calls(self, inputs, out, workspace):  # type: ignore[no-untyped-def]
         """The one call of :func:`matmul_packed` for these arrays."""
