@@ -2,7 +2,7 @@
 
     .venv/bin/python tools/fit_erf.py          # ~10 s; prints the constants and their error
 
-``refmnn.ops.elementwise._erf_float32`` evaluates erf of float32 inputs in float64 arithmetic as
+``refmnn.ops._erf._erf_float32`` evaluates erf of float32 inputs in float64 arithmetic as
 
     erf(x) = x * P(x^2) / Q(x^2),   x clipped to [-4, 4],   P and Q of degree 6 (Q monic).
 
@@ -20,9 +20,10 @@ linearised weighted least-squares problem min || (P - g Q) w || with w = 1 / (g 
 solved in the Chebyshev basis on [0, 16] for conditioning -- then (2) Lawson's iteration, which
 reweights the nodes by the current error until the error curve equioscillates (near-minimax).
 Reference values come from ``math.erf``. The result is converted to monomial coefficients (low
-order first), scaled so Q is monic (saves a multiply in Horner's rule), checked for poles (Q
-keeps one sign) and checked again by float64 Horner evaluation on 200,000 points. The printed
-tuples are pasted verbatim into ``refmnn/ops/elementwise.py`` (_ERF32_P, _ERF32_Q).
+order first), scaled so Q is monic (the numba and OpenCL kernels' Horner steps save a
+multiply), checked for poles (Q keeps one sign) and checked again by float64 Horner evaluation
+on 200,000 points. The printed tuples are pasted verbatim into ``refmnn/ops/_erf.py``
+(_ERF32_P, _ERF32_Q).
 """
 
 from __future__ import annotations
