@@ -48,16 +48,16 @@ _ERF32_Q = (-1612682.549185351, -776099.3567067042, -170232.5154816521, -21757.3
             -1676.9707913573423, -66.12038813958696, 1.0)
 _ERF32_PQ = np.array([_ERF32_P, _ERF32_Q])  # [2, 7]: P(z), Q(z) = _ERF32_PQ @ [1, z, ..., z^6]
 
-# Erf works block by block: the float64 temporaries of one block (16384 elements, 128 KiB each)
-# stay in the CPU's L2 cache, which makes each NumPy pass several times
-# cheaper than streaming a multi-megabyte tensor through memory. The block leaves half of L2
-# free on purpose: on this shared 2-core machine the L2 capacity a process gets varies, and a
-# block that fills it falls off a cliff. float32 (1, 128, 1536), ms per call, measured twice:
-# on an idle machine 8192: 1.0-1.1, 16384: 0.78, 32768: 0.73, 65536: 2.0; under neighbour load
-# 8192: 1.20, 12288: 1.06, 16384: 1.01, 20480: 0.98, 32768: 1.76 (float32 by Horner's rule,
-# four rows live). float32 as a matrix product (ten rows live), the whole BERT-6 reference with
-# each block size alternating in one process, 40 runs, median ms: 8192: 33.98, 16384: 33.35,
-# 24576: 34.05, 32768: 34.97 (Horner's rule: 34.88); again 33.69, 31.66, 32.01, 31.84 (33.75).
+# Erf works block by block (16384 elements): the float64 rows of one block, 128 KiB each, stay in
+# the CPU's L2 cache, which makes each NumPy pass several times cheaper than streaming a
+# multi-megabyte tensor through memory; on this shared 2-core machine the L2 capacity a process
+# gets varies, and a block much larger falls off a cliff. float64 (fdlibm; four rows live) and,
+# before, float32 by Horner's rule: (1, 128, 1536) float32, ms per call, measured twice: on an
+# idle machine 8192: 1.0-1.1, 16384: 0.78, 32768: 0.73, 65536: 2.0; under neighbour load 8192:
+# 1.20, 12288: 1.06, 16384: 1.01, 20480: 0.98, 32768: 1.76. float32 as a matrix product (ten rows
+# live), the whole BERT-6 reference with each block size alternating in one process, 40 runs,
+# median ms: 8192: 33.98, 16384: 33.35, 24576: 34.05, 32768: 34.97 (Horner's rule: 34.88); again
+# 33.69, 31.66, 32.01, 31.84 (33.75).
 _ERF_BLOCK = 16384
 
 
@@ -161,10 +161,13 @@ def _erf_float32(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     the powers ``[1, z, ..., z^6]`` of z = x^2 (five NumPy passes build them past z):
     ``[2, 7] @ [7, n] -> [P(z), Q(z)]``; then one division, one product with x and the store.
     That is about ten passes and a GEMM instead of Horner's rule's ~28 passes (two per
-    coefficient): 10-20 % faster a call. The products and sums are the same float64 ones in
-    another order, whose rounding (~1e-15) is far below the fit's error, so the float32 results
-    are those of Horner's rule. The result goes into ``out`` when it is a C-contiguous float32
-    array of x's shape.
+    coefficient): 10-20 % faster a call, 3-5 % off BERT-6's and ViT-Tiny's reference. The
+    float64 rounding of the sums (~1e-15 relative, in BLAS's order, with or without FMA) is far
+    below the fit's error, so the accuracy above holds on every machine; the float32 results
+    were bit-equal to Horner's rule's on 12M inputs (uniform, near zero, random bit patterns,
+    special values). Only an exact value within ~1e-15 of a float32 rounding midpoint (a few in
+    10^8) could round the other way where BLAS sums in another order. The result goes into
+    ``out`` when it is a C-contiguous float32 array of x's shape.
     """
     flat = np.asarray(x).reshape(-1)
     result = out if out is not None and out.flags.c_contiguous else np.empty(np.shape(x),
