@@ -75,17 +75,18 @@ def _horner(coefficients: tuple[float, ...], t: np.ndarray) -> np.ndarray:
     return r
 
 
-def _blockwise(block: Callable[[np.ndarray], np.ndarray], x: np.ndarray,
+def _blockwise(block: Callable[[np.ndarray, np.ndarray], None], x: np.ndarray,
                dtype: Any, out: np.ndarray | None = None) -> np.ndarray:
-    """``block`` applied to consecutive 1-D pieces of ``x`` (see _ERF_BLOCK), gathered into
-    ``out`` when it is given and C-contiguous (x's shape and ``dtype``), else into a new array.
-    Overflow/invalid warnings of the discarded out-of-range evaluations are silenced."""
+    """``block(piece, into)`` on consecutive 1-D pieces of ``x`` (see _ERF_BLOCK), each writing
+    its piece's results into ``into``, the matching slice of ``out`` when it is given and
+    C-contiguous (x's shape and ``dtype``), else of a new array. Overflow/invalid warnings of
+    the discarded out-of-range evaluations are silenced."""
     flat = np.asarray(x).reshape(-1)
     result = out if out is not None and out.flags.c_contiguous else np.empty(np.shape(x), dtype)
     target = result.reshape(-1)  # a view (result is C-contiguous)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         for start in range(0, flat.size, _ERF_BLOCK):
-            target[start:start + _ERF_BLOCK] = block(flat[start:start + _ERF_BLOCK])
+            block(flat[start:start + _ERF_BLOCK], target[start:start + _ERF_BLOCK])
     return result
 
 
@@ -99,8 +100,8 @@ def _erf_small64(x: np.ndarray) -> np.ndarray:
     return out
 
 
-def _erf_block64(x: np.ndarray) -> np.ndarray:
-    """fdlibm's erf on one 1-D block, float64 (see :func:`_erf`)."""
+def _erf_block64(x: np.ndarray, into: np.ndarray) -> None:
+    """fdlibm's erf on one 1-D block, float64, into ``into`` (see :func:`_erf`)."""
     x = np.asarray(x, dtype=np.float64)
     a = np.abs(x)
     rest = np.flatnonzero(a >= 0.84375)
@@ -122,7 +123,7 @@ def _erf_block64(x: np.ndarray) -> np.ndarray:
             s = 1.0 / (v * v)
             erf_a[index] = 1.0 - np.exp(_horner(r, s) / _horner(q, s) - v * v - 0.5625) / v
         out[rest] = np.copysign(erf_a, x.take(rest))
-    return out
+    into[...] = out
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
@@ -169,25 +170,22 @@ def _erf_float32(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     10^8) could round the other way where BLAS sums in another order. The result goes into
     ``out`` when it is a C-contiguous float32 array of x's shape.
     """
-    flat = np.asarray(x).reshape(-1)
-    result = out if out is not None and out.flags.c_contiguous else np.empty(np.shape(x),
-                                                                           np.float32)
-    target = result.reshape(-1)
-    block = min(_ERF_BLOCK, flat.size)
+    block = min(_ERF_BLOCK, np.size(x))
     powers = np.empty((_ERF32_PQ.shape[1], block))  # rows 1, z, ..., z^6; a column per element
     powers[0] = 1.0
     pq = np.empty((2, block))
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        for start in range(0, flat.size, _ERF_BLOCK):
-            v = np.clip(flat[start:start + block], -4.0, 4.0, dtype=np.float64)  # NaN: NaN
-            z, p_q = powers[:, :v.size], pq[:, :v.size]  # the last block may be shorter
-            np.multiply(v, v, out=z[1])  # z = x^2, exact in float64
-            for k in range(2, len(z)):
-                np.multiply(z[k - 1], z[1], out=z[k])
-            np.matmul(_ERF32_PQ, z, out=p_q)
-            np.divide(p_q[0], p_q[1], out=p_q[0])
-            np.multiply(p_q[0], v, out=target[start:start + block], casting="same_kind")
-    return result
+
+    def erf_block(piece: np.ndarray, into: np.ndarray) -> None:
+        v = np.clip(piece, -4.0, 4.0, dtype=np.float64)  # NaN stays NaN
+        z, p_q = powers[:, :v.size], pq[:, :v.size]  # the last block may be shorter
+        np.multiply(v, v, out=z[1])  # z = x^2, exact in float64
+        for k in range(2, len(z)):
+            np.multiply(z[k - 1], z[1], out=z[k])
+        np.matmul(_ERF32_PQ, z, out=p_q)
+        np.divide(p_q[0], p_q[1], out=p_q[0])
+        np.multiply(p_q[0], v, out=into, casting="same_kind")  # rounded to float32 once
+
+    return _blockwise(erf_block, x, np.float32, out)
 
 
 erf64 = _erf
