@@ -11,7 +11,7 @@ Python objects (see :class:`Slot`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -55,13 +55,36 @@ class ReferenceKernel(Kernel):
         self._writes_out = spec.opdef.writes_out
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], workspace: Any | None) -> None:
-        if self._padding:
-            inputs = [*inputs, *self._padding]
+        args = (*inputs, *self._padding)
+        self._store(self._function(*args, **self._call_keywords(outputs)), args, outputs)
+
+    def bind(self, inputs: Sequence[Any], outputs: Sequence[Any],
+             workspace: Any | None) -> Callable[[], None]:
+        """What :meth:`run` does, its arguments assembled once (the executor binds steps whose
+        tensors are the same objects every run): a node's run is then its function's call and
+        the check of what it returned -- about 2.5 us less per node. Sessions with and without,
+        alternating in one process, 2 threads, median ms (a loaded machine): BERT-6 33.06 ->
+        32.58 and 39.25 -> 38.79, ResNet-18 53.89 -> 53.37, ViT-Tiny 50.40 -> 50.57 and 41.69
+        -> 38.44, MobileNetV2 28.76 -> 28.65; outputs bit-equal."""
+        args = (*inputs, *self._padding)
+        keywords = self._call_keywords(outputs)
+        function, store = self._function, self._store
+
+        def call() -> None:
+            store(function(*args, **keywords), args, outputs)
+        return call
+
+    def _call_keywords(self, outputs: Sequence[Any]) -> dict[str, Any]:
+        """The function's keyword arguments: attributes, context and, for an op that writes
+        into its planned output (:attr:`OpDef.writes_out`), ``out`` (into() checks that it
+        fits)."""
         if self._writes_out and outputs and isinstance(outputs[0], np.ndarray):
-            # the function writes into the planned view when it fits (into())
-            result = self._function(*inputs, out=outputs[0], **self._keywords)
-        else:
-            result = self._function(*inputs, **self._keywords)
+            return {**self._keywords, "out": outputs[0]}
+        return self._keywords
+
+    def _store(self, result: Any, inputs: Sequence[Any], outputs: Sequence[Any]) -> None:
+        """Each result into its planned output: nothing for one computed in place, a Slot's
+        value for a host object, else a copy after checking it against the plan."""
         results = result if isinstance(result, tuple) else (result,)
         for index, target in enumerate(outputs):
             if target is None or (index < len(results) and results[index] is target):
