@@ -71,7 +71,9 @@ mobilenet_v2 8.35 / 7.38 / 7.32 ms and mobilenet_v1 14.63 / 12.98 / 12.91 ms.
     of NCHW in registers, for small planes and stride 2), in :mod:`.conv_depthwise3x3_c8`.
 ``direct3x3_few``, ``direct7x7_few`` -- 3x3 or 7x7, one group, at most four input channels (a
     first layer on an RGB image: MobileNet's and SqueezeNet's 3x3, ResNet's 7x7), in
-    :mod:`.conv_direct_few`; ``direct3x3_few_simd`` the 3x3 one in register tiles.
+    :mod:`.conv_direct_few`; ``direct3x3_few_simd`` the 3x3 one in register tiles;
+    ``direct_few_oc16`` the 3x3 one in tiles of sixteen output channels by eight outputs, the
+    input read where it lies (no padded planes), in :mod:`.conv_direct_few_oc16`.
 ``im2col_s2`` -- 3x3, stride 2, one group (ResNet's downsampling layers): im2col_gemm with its
     matrix rows copied whole from zero-padded parity planes, in :mod:`.conv_im2col_s2`.
 
@@ -91,6 +93,9 @@ from refmnn.backends.numba.kernels._common import F32, PARALLEL_LOCK, PJIT, Boun
 from refmnn.backends.numba.kernels.conv_1x1_simd import (gemm_1x1_simd, gemm_1x1_simd_cost,
                                                         is_1x1_constant, packed_weights)
 from refmnn.backends.numba.kernels.conv_1x1_simd import plan as plan_1x1
+from refmnn.backends.numba.kernels.conv_direct_few_oc16 import (DirectFewOc16Conv,
+                                                                direct_few_oc16_cost,
+                                                                is_direct_few_oc16)
 from refmnn.backends.numba.kernels.conv_base import (GEMM_CALL, LOOP, ConvBase, conv_params,
                                                      gemm_macs, is_1x1, is_2d, is_3x3_s1,
                                                      is_depthwise, is_depthwise_3x3,
@@ -546,6 +551,9 @@ def _schemes(fused: bool) -> tuple[Scheme, ...]:
         Scheme("direct3x3_few_simd", lambda b, s: DirectFewSimdConv(b),
                applies=when(is_direct3x3_few_simd), cost=direct3x3_few_simd_cost,
                doc="3x3 with <= 4 input channels: padded planes, 4 x 24 register tiles"),
+        Scheme("direct_few_oc16", lambda b, s: DirectFewOc16Conv(b),
+               applies=when(is_direct_few_oc16), cost=direct_few_oc16_cost,
+               doc="<= 4 input channels, any kernel: 16-channel x 8-output tiles, no planes"),
         Scheme("direct7x7_few", lambda b, s: DirectFewConv(b), applies=when(is_direct7x7_few),
                cost=direct7x7_few_cost,
                doc="7x7 with <= 4 input channels: padded planes, a kernel row of taps at a time"),

@@ -33,6 +33,10 @@ sessions, fused and unfused alternating in one process, the input cycling over e
 1086 -> 870 (0.80x) and 3119 -> 2746 (0.88x).
 
 Cost: direct3x3_few_simd's formula for the convolution, less its output's traffic.
+
+``direct_few_oc16_max_pool`` (:class:`Oc16MaxPool`) is the same pass with the sixteen-channel
+tiles of :mod:`.conv_direct_few_oc16` (no padded planes), for 3x3 stems with output channels a
+multiple of 16 and constant weights; see that module for its kernel and measurements.
 """
 
 from __future__ import annotations
@@ -45,6 +49,10 @@ from numba import njit, prange
 from refmnn.backends.base import KernelDef, NodeSpec, Scheme, Storage
 from refmnn.backends.numba.kernels._common import F32, PJIT, Call
 from refmnn.backends.numba.kernels.conv_depthwise3x3 import padded_geometry
+from refmnn.backends.numba.kernels.conv_direct_few_oc16 import (BLOCK, LANES, DirectFewOc16Conv,
+                                                                conv_few_oc16_max_pool,
+                                                                direct_few_oc16_cost,
+                                                                is_direct_few_oc16)
 from refmnn.backends.numba.kernels.conv_direct_few import (TILE, DirectFewSimdConv,
                                                            _tile_taps, direct3x3_few_simd_cost,
                                                            fill_channel, is_direct3x3_few,
@@ -57,7 +65,7 @@ from refmnn.ops import _window as win
 from refmnn.ops.fused import DOMAIN as FUSED_DOMAIN
 from refmnn.ops.fused import split_pool_attrs
 
-BANDS = 4  # bands of pooled rows per block of four output channels (tasks: blocks x bands)
+BANDS = 4  # bands of pooled rows per block of output channels (tasks: blocks x bands)
 
 
 @njit(**PJIT)
@@ -160,17 +168,25 @@ def few_max_pool_cost(spec: NodeSpec) -> float:
     return direct3x3_few_simd_cost(conv) - 4.0 * n * oc * oh * ow
 
 
-class ConvFewMaxPool(DirectFewSimdConv):
+class PooledBands:
+    """What both fused kernels take from the node: the convolution's output size, the pool's
+    output size and top and left padding, and the pooled rows a task (``BANDS`` per block)."""
+
+    def pool_geometry(self, spec: NodeSpec, conv: NodeSpec) -> None:
+        *_, self.ppt, self.ppl, _, _ = pool_params(pool_part(spec, conv))
+        self.conv_oh, self.conv_ow = (int(d) for d in conv.outputs[0].shape[2:])
+        self.ph, self.pw = (int(d) for d in spec.outputs[0].shape[2:])
+        self.band = max(1, -(-self.ph // BANDS))
+
+
+class ConvFewMaxPool(PooledBands, DirectFewSimdConv):
     """direct_few_max_pool: :class:`.conv_direct_few.DirectFewSimdConv`'s padded planes and
     packed weights for the convolution, tasks of bands of pooled rows."""
 
     def prepare(self, spec: NodeSpec) -> None:
         conv = conv_part(spec)
         super().prepare(conv)
-        *_, self.ppt, self.ppl, _, _ = pool_params(pool_part(spec, conv))
-        self.conv_oh, self.conv_ow = (int(d) for d in conv.outputs[0].shape[2:])
-        self.ph, self.pw = (int(d) for d in spec.outputs[0].shape[2:])
-        self.band = max(1, -(-self.ph // BANDS))
+        self.pool_geometry(spec, conv)
         self.slot = ring_slot(self.conv_ow)
         self.row = scratch_3x3s2_simd(self.conv_ow, self.ppl, self.pw)
         self.per_part = 4 * (3 * self.slot + self.row)  # a worker's ring and pooling rows
@@ -215,10 +231,61 @@ class ConvFewMaxPool(DirectFewSimdConv):
         return calls
 
 
+def is_oc16_max_pool(spec: NodeSpec) -> bool:
+    """A FusedConvMaxPool whose convolution is :func:`is_direct_few_oc16`'s case with its
+    activation in the loops (none, Relu or Clip) and whose pool is ``max3x3s2_simd``'s."""
+    conv = conv_part(spec)
+    if conv.outputs[0] is None or conv.outputs[0].shape is None or None in conv.outputs[0].shape:
+        return False
+    if spec.attrs.get("activation", "none") not in ("none", "relu", "clip"):
+        return False
+    return is_direct_few_oc16(conv) and _ok_3x3s2_simd(pool_part(spec, conv))
+
+
+def oc16_max_pool_cost(spec: NodeSpec) -> float:
+    """direct_few_oc16's cost of the convolution (its output stays in the ring)."""
+    return direct_few_oc16_cost(conv_part(spec))
+
+
+class Oc16MaxPool(PooledBands, DirectFewOc16Conv):
+    """direct_few_oc16_max_pool: the packed weights of :class:`DirectFewOc16Conv`, tasks of
+    bands of pooled rows."""
+
+    def prepare(self, spec: NodeSpec) -> None:
+        conv = conv_part(spec)
+        super().prepare(conv)
+        self.pool_geometry(spec, conv)
+        self.slot = -(-self.conv_ow // LANES) * LANES
+        row = scratch_3x3s2_simd(self.conv_ow, self.ppl, self.pw)
+        self.per_part = BLOCK * 3 * self.slot + 2 * row
+        self.workspace_bytes = self.parts * self.per_part * 4
+
+    def after_calls(self, inputs, out):  # type: ignore[no-untyped-def]
+        return None  # the activation is applied in the loops; the fused op has no residual
+
+    def calls(self, inputs, out, workspace) -> tuple[Call, ...]:  # type: ignore[no-untyped-def]
+        """The :func:`conv_few_oc16_max_pool` call (see :class:`.Bound`)."""
+        kh, kw, sh, sw, _, _, pt, pl, _, _, _ = self.params
+        ep = self.epilogue
+        x = np.ascontiguousarray(inputs[0])
+        scratch = workspace.handle[:self.workspace_bytes].view(np.float32).reshape(
+            self.parts, self.per_part)
+        target = out if out.flags.c_contiguous else np.empty(out.shape, np.float32)
+        call = (conv_few_oc16_max_pool, (x, self.wp, self.bias(inputs), target.reshape(-1), kh,
+                                         kw, sh, sw, pt, pl, self.act, ep.lo, ep.hi,
+                                         self.conv_oh, self.conv_ow, self.ph, self.pw,
+                                         self.ppt, self.ppl, self.band, self.slot, scratch,
+                                         self.parts))
+        return (call,) if target is out else (call, (np.copyto, (out, target)))
+
+
 KERNELS = (
     KernelDef("FusedConvMaxPool", (
         Scheme("direct_few_max_pool", lambda b, s: ConvFewMaxPool(b), applies=is_few_max_pool,
                cost=few_max_pool_cost,
-               doc="stem conv in register tiles, each band of rows max-pooled from cache"),),
-        domain=FUSED_DOMAIN, since=1, dtypes=F32),
+               doc="stem conv in register tiles, each band of rows max-pooled from cache"),
+        Scheme("direct_few_oc16_max_pool", lambda b, s: Oc16MaxPool(b),
+               applies=is_oc16_max_pool, cost=oc16_max_pool_cost,
+               doc="stem conv in 16-channel x 8-output tiles, bands of rows max-pooled in cache"),
+    ), domain=FUSED_DOMAIN, since=1, dtypes=F32),
 )
