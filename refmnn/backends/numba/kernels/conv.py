@@ -553,7 +553,7 @@ def _schemes(fused: bool) -> tuple[Scheme, ...]:
                doc="3x3 with <= 4 input channels: padded planes, 4 x 24 register tiles"),
         Scheme("direct_few_oc16", lambda b, s: DirectFewOc16Conv(b),
                applies=when(is_direct_few_oc16), cost=direct_few_oc16_cost,
-               doc="<= 4 input channels, any kernel: 16-channel x 8-output tiles, no planes"),
+               doc="3x3, <= 4 input channels: 16-channel x 8-output tiles, inputs read in place"),
         Scheme("direct7x7_few", lambda b, s: DirectFewConv(b), applies=when(is_direct7x7_few),
                cost=direct7x7_few_cost,
                doc="7x7 with <= 4 input channels: padded planes, a kernel row of taps at a time"),
