@@ -167,6 +167,16 @@ class BoundRun:
         return self.bound.bind(*self.binding(inputs, outputs, workspace))
 
 
+def into_contiguous(out: np.ndarray, call: Callable[[np.ndarray], Call]) -> tuple[Call, ...]:
+    """The calls of a kernel that writes a C-contiguous output through its flat view: ``call(out)``
+    when ``out`` is C-contiguous, else ``call`` on a temporary of its shape, then a copy of the
+    temporary into ``out``."""
+    if out.flags.c_contiguous:
+        return (call(out),)
+    target = np.empty(out.shape, out.dtype)
+    return (call(target), (np.copyto, (out, target)))
+
+
 def handle(workspace: Any) -> np.ndarray | None:
     """A workspace buffer's array (None without a workspace), for :class:`Bound`'s key."""
     return None if workspace is None else workspace.handle

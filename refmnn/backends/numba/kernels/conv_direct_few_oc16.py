@@ -67,7 +67,8 @@ import numpy as np
 from numba import njit, prange
 
 from refmnn.backends.base import NodeSpec, Storage
-from refmnn.backends.numba.kernels._common import JIT, PJIT, Bound, BoundRun, Call
+from refmnn.backends.numba.kernels._common import (JIT, PJIT, Bound, BoundRun, Call,
+                                                  into_contiguous)
 from refmnn.backends.numba.kernels.conv_base import ConvBase, conv_params, is_2d, macs
 from refmnn.backends.numba.kernels.conv_direct_few import FEW_CHANNELS
 from refmnn.backends.numba.kernels.fused import CLIP, NONE, RELU
@@ -275,7 +276,6 @@ class DirectFewOc16Conv(BoundRun, ConvBase):
         kh, kw, sh, sw, _, _, pt, pl, _, _, _ = self.params
         ep = self.epilogue
         x = np.ascontiguousarray(inputs[0])
-        target = out if out.flags.c_contiguous else np.empty(out.shape, np.float32)
-        call = (conv_few_oc16, (x, self.wp, self.bias(inputs), target, kh, kw, sh, sw, pt, pl,
-                                self.act, ep.lo, ep.hi, self.parts))
-        return (call,) if target is out else (call, (np.copyto, (out, target)))
+        return into_contiguous(out, lambda target: (conv_few_oc16, (
+            x, self.wp, self.bias(inputs), target, kh, kw, sh, sw, pt, pl, self.act, ep.lo, ep.hi,
+            self.parts)))

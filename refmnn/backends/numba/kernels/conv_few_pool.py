@@ -47,7 +47,7 @@ import numpy as np
 from numba import njit, prange
 
 from refmnn.backends.base import KernelDef, NodeSpec, Scheme, Storage
-from refmnn.backends.numba.kernels._common import F32, PJIT, Call
+from refmnn.backends.numba.kernels._common import F32, PJIT, Call, into_contiguous
 from refmnn.backends.numba.kernels.conv_depthwise3x3 import padded_geometry
 from refmnn.backends.numba.kernels.conv_direct_few_oc16 import (BLOCK, LANES, DirectFewOc16Conv,
                                                                 conv_few_oc16_max_pool,
@@ -216,13 +216,11 @@ class ConvFewMaxPool(PooledBands, DirectFewSimdConv):
         raw = workspace.handle[:self.workspace_bytes].view(np.float32)
         planes = raw[:self.planes]
         scratch = raw[self.planes:].reshape(self.parts, self.per_part)
-        target = out if out.flags.c_contiguous else np.empty(out.shape, np.float32)
-        call = (conv_few_max_pool, (inputs[0], self.wp, self.params[0], self.offsets,
-                                    self.bias(inputs), target.reshape(-1), s, pt, pl, self.act,
-                                    ep.lo, ep.hi, self.conv_oh, self.conv_ow, self.ph, self.pw,
-                                    self.ppt, self.ppl, self.band, self.slot, planes, scratch,
-                                    self.parts))
-        calls: tuple[Call, ...] = (call,) if target is out else (call, (np.copyto, (out, target)))
+        calls = into_contiguous(out, lambda target: (conv_few_max_pool, (
+            inputs[0], self.wp, self.params[0], self.offsets, self.bias(inputs),
+            target.reshape(-1), s, pt, pl, self.act, ep.lo, ep.hi, self.conv_oh, self.conv_ow,
+            self.ph, self.pw, self.ppt, self.ppl, self.band, self.slot, planes, scratch,
+            self.parts)))
         if self.pack_each_run:
             w = inputs[1]
             oc = w.shape[0]
@@ -260,23 +258,18 @@ class Oc16MaxPool(PooledBands, DirectFewOc16Conv):
         self.per_part = BLOCK * 3 * self.slot + 2 * row
         self.workspace_bytes = self.parts * self.per_part * 4
 
-    def after_calls(self, inputs, out):  # type: ignore[no-untyped-def]
-        return None  # the activation is applied in the loops; the fused op has no residual
-
     def calls(self, inputs, out, workspace) -> tuple[Call, ...]:  # type: ignore[no-untyped-def]
-        """The :func:`conv_few_oc16_max_pool` call (see :class:`.Bound`)."""
+        """The :func:`conv_few_oc16_max_pool` call (see :class:`.Bound`). No epilogue pass
+        follows it: the activation is applied in the loops and the fused op has no residual."""
         kh, kw, sh, sw, _, _, pt, pl, _, _, _ = self.params
         ep = self.epilogue
         x = np.ascontiguousarray(inputs[0])
         scratch = workspace.handle[:self.workspace_bytes].view(np.float32).reshape(
             self.parts, self.per_part)
-        target = out if out.flags.c_contiguous else np.empty(out.shape, np.float32)
-        call = (conv_few_oc16_max_pool, (x, self.wp, self.bias(inputs), target.reshape(-1), kh,
-                                         kw, sh, sw, pt, pl, self.act, ep.lo, ep.hi,
-                                         self.conv_oh, self.conv_ow, self.ph, self.pw,
-                                         self.ppt, self.ppl, self.band, self.slot, scratch,
-                                         self.parts))
-        return (call,) if target is out else (call, (np.copyto, (out, target)))
+        return into_contiguous(out, lambda target: (conv_few_oc16_max_pool, (
+            x, self.wp, self.bias(inputs), target.reshape(-1), kh, kw, sh, sw, pt, pl, self.act,
+            ep.lo, ep.hi, self.conv_oh, self.conv_ow, self.ph, self.pw, self.ppt, self.ppl,
+            self.band, self.slot, scratch, self.parts)))
 
 
 KERNELS = (
