@@ -10,6 +10,7 @@ from __future__ import annotations
 from refmnn.ops import (
     activation,
     attention,
+    blocked,
     cast,
     constant,
     control,
@@ -73,6 +74,7 @@ FAMILIES = (
     ml,
     raster,
     fused,
+    blocked,
 )
 
 BUILTIN_OPS: tuple[OpDef, ...] = tuple(opdef for family in FAMILIES for opdef in family.OPS)

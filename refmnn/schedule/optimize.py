@@ -4,7 +4,8 @@ Real models reach fused kernels only after rewrites: Dropout and Identity disapp
 BatchNormalization folds into the convolution before it, and Conv -> Add -> Relu chains become
 one ``refmnn::FusedConv`` (the fused ops are defined in :mod:`refmnn.ops.fused` by the very
 references they replace); the attention passes are in :mod:`refmnn.schedule.attention`, the
-helpers every pass shares (:class:`PassContext` among them) in :mod:`refmnn.schedule.rewrite`.
+layout pass that puts chains of convolutions into NC8HW8 for a target's kernels in
+:mod:`refmnn.schedule.blocked`, the helpers every pass shares (:class:`PassContext` among them) in :mod:`refmnn.schedule.rewrite`.
 Every pass
 
 * takes the graph and a :class:`PassContext` (op registry, value types and plan-time constants
@@ -31,6 +32,7 @@ from refmnn.graph import Graph, Node, TensorType, ValueType
 from refmnn.ops.fused import DOMAIN as FUSED_DOMAIN, POOL_ATTRS
 from refmnn.ops.registry import OpRegistry
 from refmnn.schedule.attention import absorb_attention_transposes, fuse_attention
+from refmnn.schedule.blocked import block_channels
 from refmnn.schedule.lower import fold_constants, lower_node
 from refmnn.schedule.rewrite import (Pass, PassContext, Runs, Supports, _absorb_add, _captured,
                                      _const, _fresh, _has, _pos, _rewire, _scalar, _sole_reader,
@@ -38,8 +40,9 @@ from refmnn.schedule.rewrite import (Pass, PassContext, Runs, Supports, _absorb_
 from refmnn.schedule.shapes import UNFOLDABLE, infer_types
 
 __all__ = ["Pass", "PassContext", "Runs", "Supports", "DEFAULT_PASSES",
-           "absorb_attention_transposes", "decompose_batchnorm", "drop_unused_initializers",
-           "fold_batchnorm", "fold_constant_nodes", "fuse_attention", "fuse_conv_pool",
+           "absorb_attention_transposes", "block_channels", "decompose_batchnorm",
+           "drop_unused_initializers", "fold_batchnorm", "fold_constant_nodes", "fuse_attention",
+           "fuse_conv_pool",
            "fuse_epilogues", "fuse_gelu", "optimize", "remove_identities", "run_by",
            "supported_by"]
 
@@ -508,6 +511,7 @@ DEFAULT_PASSES: tuple[Pass, ...] = (
     absorb_attention_transposes,
     fuse_epilogues,
     fuse_conv_pool,
+    block_channels,
     drop_unused_initializers,
 )
 """The passes :func:`optimize` runs, in order."""

@@ -9,6 +9,7 @@ from refmnn_conformance.case import OpCase
 from refmnn_conformance.cases import (
     activation,
     attention,
+    blocked,
     cast,
     constant,
     conv,
@@ -39,6 +40,7 @@ ALL_CASES: tuple[OpCase, ...] = (
     *linalg.CASES,
     *conv.CASES,
     *fused.CASES,
+    *blocked.CASES,
     *pool.CASES,
     *norm.CASES,
     *shape.CASES,

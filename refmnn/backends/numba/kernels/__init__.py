@@ -13,6 +13,7 @@ def all_kernel_defs() -> tuple[KernelDef, ...]:
     from refmnn.backends.numba.kernels import (
         activation,
         attention,
+        blocked,
         cast,
         conv,
         conv_few_pool,
@@ -26,6 +27,6 @@ def all_kernel_defs() -> tuple[KernelDef, ...]:
         shape,
     )
 
-    modules = (conv, conv_few_pool, linalg, attention, pool, elementwise, activation, reduction,
-               norm, raster, shape, indexing, cast)
+    modules = (conv, conv_few_pool, blocked, linalg, attention, pool, elementwise, activation,
+               reduction, norm, raster, shape, indexing, cast)
     return tuple(k for m in modules for k in m.KERNELS)

@@ -75,7 +75,7 @@ from refmnn.backends.numba.kernels.fused import CLIP, NONE, RELU
 from refmnn.backends.numba.kernels.gemm_simd import activate8
 from refmnn.backends.numba.kernels.pool import column_maxima8, window_maxima8
 from refmnn.backends.numba.kernels.simd import (native, vbroadcast, vfma, vload, vsplat, vstore,
-                                                vtranspose)
+                                                vtranspose, vtuple)
 
 BLOCK = 16  # output channels a tile: two vectors
 LANES = 8  # outputs of a row a tile
@@ -89,12 +89,15 @@ def _value(xf, i, ok):
 
 
 @njit(inline="always", **JIT)
-def tile16(xf, wp, bias, n, c_in, h, w, kh_n, kw_n, sh, sw, ih0, iw0, b, act, lo, hi):
+def tile16(xf, wp, bias, n, c_in, h, w, kh_n, kw_n, sh, sw, ih0, iw0, b, act, lo, hi,
+           transpose):
     """``act(conv + bias)`` for the sixteen output channels of block ``b`` and eight outputs of
     one row, image ``n``, whose first tap is at input row ``ih0`` and column ``iw0`` (padding
     included: they may be negative): two tuples of eight vectors, the first the outputs of
     channels ``16b .. 16b + 7`` (vector ``i`` the eight outputs of channel ``16b + i``), the
-    second of the next eight."""
+    second of the next eight. Without ``transpose``, the accumulators as they are: vector ``j``
+    of the first tuple holds output ``j``'s channels ``16b .. 16b + 7``, of the second its next
+    eight -- two NC8HW8 blocks' lanes (``direct_few_oc16_nc8hw8`` in :mod:`.blocked`)."""
     taps = c_in * kh_n * kw_n
     inside = ih0 >= 0 and ih0 + kh_n <= h and iw0 >= 0 and iw0 + 7 * sw + kw_n <= w
     s0, s1 = vload(bias, b * BLOCK), vload(bias, b * BLOCK + LANES)
@@ -131,14 +134,20 @@ def tile16(xf, wp, bias, n, c_in, h, w, kh_n, kw_n, sh, sw, ih0, iw0, b, act, lo
                 a50, a51 = vfma(w0, x5, a50), vfma(w1, x5, a51)
                 a60, a61 = vfma(w0, x6, a60), vfma(w1, x6, a61)
                 a70, a71 = vfma(w0, x7, a70), vfma(w1, x7, a71)
-    low = vtranspose(activate8(a00, act, lo, hi), activate8(a10, act, lo, hi),
-                     activate8(a20, act, lo, hi), activate8(a30, act, lo, hi),
-                     activate8(a40, act, lo, hi), activate8(a50, act, lo, hi),
-                     activate8(a60, act, lo, hi), activate8(a70, act, lo, hi))
-    high = vtranspose(activate8(a01, act, lo, hi), activate8(a11, act, lo, hi),
-                      activate8(a21, act, lo, hi), activate8(a31, act, lo, hi),
-                      activate8(a41, act, lo, hi), activate8(a51, act, lo, hi),
-                      activate8(a61, act, lo, hi), activate8(a71, act, lo, hi))
+    l0, l1 = activate8(a00, act, lo, hi), activate8(a10, act, lo, hi)
+    l2, l3 = activate8(a20, act, lo, hi), activate8(a30, act, lo, hi)
+    l4, l5 = activate8(a40, act, lo, hi), activate8(a50, act, lo, hi)
+    l6, l7 = activate8(a60, act, lo, hi), activate8(a70, act, lo, hi)
+    h0, h1 = activate8(a01, act, lo, hi), activate8(a11, act, lo, hi)
+    h2, h3 = activate8(a21, act, lo, hi), activate8(a31, act, lo, hi)
+    h4, h5 = activate8(a41, act, lo, hi), activate8(a51, act, lo, hi)
+    h6, h7 = activate8(a61, act, lo, hi), activate8(a71, act, lo, hi)
+    if transpose:
+        low = vtranspose(l0, l1, l2, l3, l4, l5, l6, l7)
+        high = vtranspose(h0, h1, h2, h3, h4, h5, h6, h7)
+    else:
+        low = vtuple(l0, l1, l2, l3, l4, l5, l6, l7)
+        high = vtuple(h0, h1, h2, h3, h4, h5, h6, h7)
     return low, high
 
 
@@ -171,7 +180,7 @@ def conv_few_oc16(x, wp, bias, out, kh_n, kw_n, sh, sw, pt, pl, act, lo, hi, par
             for g in range(0, ow_n, LANES):
                 ow0 = min(g, ow_n - LANES)  # the last tile overlaps the one before
                 low, high = tile16(xf, wp, bias, n, c_in, h, w, kh_n, kw_n, sh, sw,
-                                   oh * sh - pt, ow0 * sw - pl, b, act, lo, hi)
+                                   oh * sh - pt, ow0 * sw - pl, b, act, lo, hi, True)
                 _store16(of, base + ow0, plane, low, high)
 
 
@@ -205,7 +214,8 @@ def conv_few_oc16_max_pool(x, wp, bias, out, kh_n, kw_n, sh, sw, pt, pl, act, lo
                     for g in range(0, conv_ow, LANES):
                         ow0 = min(g, conv_ow - LANES)
                         low, high = tile16(xf, wp, bias, n, c_in, h, w, kh_n, kw_n, sh, sw,
-                                           r * sh - pt, ow0 * sw - pl, b, NONE, lo, hi)
+                                           r * sh - pt, ow0 * sw - pl, b, NONE, lo, hi,
+                                           True)
                         _store16(ring, r % 3 * slot + ow0, span, low, high)
                 done = bottom
                 # channel i's column maxima, then channel i - 1's windows from the other row

@@ -26,7 +26,8 @@ gives Numba one:
   time in ``depthwise3x3_s2_simd``);
 * :func:`vtranspose` -- eight vectors as the rows of an 8 x 8 matrix, returned as its eight
   columns (24 shuffles: eight channels' rows of pixels into eight pixels' vectors of channels
-  and back, for ``depthwise3x3_c8``);
+  and back, for ``depthwise3x3_c8``); :func:`vtuple` -- the eight vectors as they are, a tuple
+  of the same type;
 * :func:`vadd`, :func:`vmul`, :func:`vdiv` -- ``a + b``, ``a * b``, ``a / b`` lane-wise;
   :func:`vmax` -- the larger lane-wise, NaN winning (the MaxPool maximum); :func:`vrelu`,
   :func:`vclamp` -- the Relu and Clip activations lane-wise, as the scalar ``fused.activate``
@@ -242,6 +243,20 @@ def vtranspose(typingctx: Any, r0: Any, r1: Any, r2: Any, r3: Any, r4: Any, r5: 
         low, high = [0, 1, 2, 3, 8, 9, 10, 11], [4, 5, 6, 7, 12, 13, 14, 15]
         columns = [shuffle(u[i], u[i + 4], half) for half in (low, high) for i in range(4)]
         return context.make_tuple(builder, sig.return_type, columns)
+
+    return types.UniTuple(f32x8, LANES)(*[f32x8] * LANES), codegen
+
+
+@intrinsic
+def vtuple(typingctx: Any, r0: Any, r1: Any, r2: Any, r3: Any, r4: Any, r5: Any, r6: Any,
+           r7: Any) -> Any:
+    """``(r0, .., r7)``, the tuple :func:`vtranspose` would take, built by an intrinsic: an
+    inlined function that returns either this or :func:`vtranspose`'s tuple compiles inside a
+    parallel loop, where returning a tuple display instead failed Numba's array analysis
+    (``AssertionError: Dimension mismatch`` on the unpacked result)."""
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        return context.make_tuple(builder, sig.return_type, list(args))
 
     return types.UniTuple(f32x8, LANES)(*[f32x8] * LANES), codegen
 
