@@ -157,3 +157,25 @@ def test_no_target_or_a_target_without_the_ops_leaves_the_graph_alone():
     for supports in (None, lambda domain, op: op not in ("FusedConvNC8HW8", "FromNC8HW8")):
         _, graph = _optimized(model, feeds, supports=supports)
         assert not any(n.op in ("FusedConvNC8HW8", "FromNC8HW8") for n in graph.nodes)
+
+
+def test_a_residual_that_broadcasts_keeps_its_node_out_of_the_chain():
+    """Z = a 1x1 convolution of the pooled input, [N, 16, 1, 1], added to the stem's output:
+    the blocked op takes only a residual of Y's shape, so the stem stays a FusedConv (and the
+    others, whose blocks nothing would read, as they were)."""
+    inits = [numpy_helper.from_array(rand(*s) * 0.3, n) for n, s in (
+        ("Ws", (16, 3, 3, 3)), ("Wg", (16, 3, 1, 1)), ("We", (16, 16, 1, 1)))]
+    nodes = [
+        helper.make_node("GlobalAveragePool", ["X"], ["m"], name="mean"),
+        helper.make_node("Conv", ["m", "Wg"], ["g"], name="gate"),
+        helper.make_node("Conv", ["X", "Ws"], ["s"], name="stem", pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["s", "g"], ["a"], name="add"),
+        helper.make_node("Conv", ["a", "We"], ["Y"], name="expand"),
+    ]
+    model = make_model(nodes, [("X", F, (2, 3, 8, 8))], [("Y", F, None)], initializers=inits)
+    feeds = {"X": rand(2, 3, 8, 8)}
+    _, graph = _optimized(model, feeds)
+    ops = {n.name: (n.op, n.attrs.get("input_layout")) for n in graph.nodes}
+    assert ops == {"mean": ("GlobalAveragePool", None), "gate": ("Conv", None),
+                   "stem": ("FusedConv", None), "expand": ("Conv", None)}
+    _same_results(model, graph, feeds)

@@ -23,6 +23,7 @@ target leaves the graph as it is.
 
 from __future__ import annotations
 
+from refmnn.errors import RefmnnError
 from refmnn.graph import Graph, Node, TensorType
 from refmnn.ops.blocked import blocked_dims
 from refmnn.ops.fused import DOMAIN as FUSED_DOMAIN
@@ -35,9 +36,9 @@ _CONVS = (("Conv", ""), ("FusedConv", FUSED_DOMAIN))
 
 def block_channels(graph: Graph, ctx: PassContext) -> Graph:
     """Put chains of convolutions into NC8HW8 where the target computes them so (module
-    docstring). Preconditions per node: a Conv or FusedConv with one output, static weight
-    shape (the output channels), a residual (if any) already blocked, and a scheme of the
-    target that applies to the blocked node at these shapes."""
+    docstring). Preconditions per node: a Conv or FusedConv with one output, a known number of
+    output channels, a residual (if any) of the output's shape and already blocked, and a
+    scheme of the target that applies to the blocked node at these shapes."""
     if ctx.supports is None or not (ctx.target_has(FUSED_DOMAIN, BLOCKED_CONV)
                                     and ctx.target_has(FUSED_DOMAIN, FROM_BLOCKED)):
         return graph
@@ -89,7 +90,7 @@ def _blocked_node(graph: Graph, ctx: PassContext, node: Node, twin: dict[str, st
         return None
     x, z = node.inputs[0], node.inputs[3] if len(node.inputs) > 3 else ""
     w_type, y_type = types.get(node.inputs[1]), types.get(node.outputs[0])
-    if z and z not in twin:
+    if z and (z not in twin or types.get(z) != y_type):  # a residual of Y's very shape
         return None
     if not (isinstance(w_type, TensorType) and isinstance(y_type, TensorType)
             and w_type.shape and y_type.shape and isinstance(w_type.shape[0], int)):
@@ -101,7 +102,10 @@ def _blocked_node(graph: Graph, ctx: PassContext, node: Node, twin: dict[str, st
                      inputs=tuple(inputs + ([twin[z]] if z else [])), outputs=(name,),
                      attrs={**node.attrs, "input_layout": "NC8HW8" if x in twin else "NCHW"},
                      opset=1)
-    return candidate if ctx.target_runs(graph, candidate) else None
+    try:
+        return candidate if ctx.target_runs(graph, candidate) else None
+    except RefmnnError:  # a node whose blocked form has no valid type is not blocked
+        return None
 
 
 __all__ = ["BLOCKED_CONV", "FROM_BLOCKED", "block_channels"]
