@@ -411,7 +411,8 @@ class Gemm1x1Blocked(_BlockedConv):
         p = int(np.prod(spec.outputs[0].shape[2:-1]))
         tasks = n * -(-ocb // GROUP)
         chunks = max(1, -(-TASKS_PER_PART * self.parts // tasks))
-        self.chunk = max(PIXELS, -(-(-(-p // chunks)) // PIXELS) * PIXELS)
+        per = -(-p // chunks)  # pixels a task, rounded up to whole tiles
+        self.chunk = max(PIXELS, -(-per // PIXELS) * PIXELS)
 
     def calls(self, inputs, out, workspace) -> tuple[Call, ...]:  # type: ignore[no-untyped-def]
         x = np.ascontiguousarray(inputs[0])
