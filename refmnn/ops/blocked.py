@@ -79,8 +79,9 @@ def _check_blocked(ctx: InferContext, t: TensorType | None, channels: Any, what:
                  f"{-(-channels // LANES)}")
 
 
-def _unblocked(t: TensorType | None, channels: Any) -> TensorType | None:
-    """The NCHW type of a blocked tensor type holding ``channels`` channels."""
+def unblocked_type(t: TensorType | None, channels: Any) -> TensorType | None:
+    """The NCHW type of a blocked tensor type holding ``channels`` channels (``t`` itself when
+    its rank is unknown or too small to be blocked)."""
     s = shape_of(t)
     if s is None or len(s) < 3:
         return t
@@ -104,16 +105,13 @@ def _fused_conv_nc8hw8_rule(ctx: InferContext, x: TensorType | None, w: TensorTy
     c, m = _channels(w, attrs.get("group", 1))
     if input_layout == "NC8HW8":
         _check_blocked(ctx, x, c, "X")
-        x = _unblocked(x, c)
+        x = unblocked_type(x, c)
     y = fused_ops._fused_conv_rule(ctx, x, w, b, None, **attrs)
     out = TensorType(dtype_of(y), None if y.shape is None else blocked_dims(y.shape, m))
     zs, ys = shape_of(z), shape_of(out)
-    if zs is not None and ys is not None and len(zs) != len(ys):
+    if zs is not None and ys is not None and (len(zs) != len(ys) or any(
+            isinstance(zd, int) and isinstance(yd, int) and zd != yd for zd, yd in zip(zs, ys))):
         ctx.fail(f"residual Z of shape {list(zs)} is not Y's NC8HW8 shape {list(ys)}")
-    if zs is not None and ys is not None:
-        for zd, yd in zip(zs, ys, strict=True):
-            if isinstance(zd, int) and isinstance(yd, int) and zd != yd:
-                ctx.fail(f"residual Z of shape {list(zs)} is not Y's NC8HW8 shape {list(ys)}")
     return out
 
 
@@ -151,7 +149,7 @@ def _from_nc8hw8_rule(ctx: InferContext, x: TensorType | None, *,
     if channels < 0:
         ctx.fail(f"channels={channels} is negative")
     _check_blocked(ctx, x, channels, "X")
-    return _unblocked(x, channels) or TensorType(None, None)
+    return unblocked_type(x, channels) or TensorType(None, None)
 
 
 @op("FromNC8HW8", since=1, domain=fused_ops.DOMAIN, inputs=("X",), outputs=("Y",),
@@ -166,4 +164,4 @@ def from_nc8hw8_op(X: np.ndarray, *, channels: int) -> np.ndarray:
 
 OPS = (fused_conv_nc8hw8, from_nc8hw8_op)
 
-__all__ = ["LANES", "LAYOUTS", "OPS", "blocked_dims", "from_nc8hw8", "to_nc8hw8"]
+__all__ = ["LANES", "LAYOUTS", "OPS", "blocked_dims", "from_nc8hw8", "to_nc8hw8", "unblocked_type"]

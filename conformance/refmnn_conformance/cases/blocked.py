@@ -14,8 +14,8 @@ from refmnn.errors import RefmnnError
 from refmnn.ops.blocked import to_nc8hw8
 
 from refmnn_conformance.case import UNIT, ErrorSample, OpCase, Sample, SampleContext
-from refmnn_conformance.cases._common import FLOATS, prod
-from refmnn_conformance.cases.fused import DOMAIN, NARROW
+from refmnn_conformance.cases._common import FLOATS
+from refmnn_conformance.cases.fused import DOMAIN, NARROW, _conv_k
 
 RELU6 = {"activation": "clip", "activation_min": 0.0, "activation_max": 6.0}
 
@@ -84,10 +84,6 @@ def from_nc8hw8_errors(ctx: SampleContext):
                              name="too_many_channels"), RefmnnError, r"blocks|channel")
     yield ErrorSample(Sample((ctx.make((1, 2, 3, 4)),), {"channels": 8}, name="not_blocked"),
                       RefmnnError, r"NC8HW8")
-
-
-def _conv_k(sample: Sample) -> int:
-    return max(1, prod(sample.inputs[1].shape[1:]))
 
 
 CASES = (

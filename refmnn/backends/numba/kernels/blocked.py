@@ -67,8 +67,7 @@ from refmnn.backends.numba.kernels.fused import ACT_CODES, CLIP, NONE, RELU
 from refmnn.backends.numba.kernels.gemm_simd import activate8
 from refmnn.backends.numba.kernels.simd import (native, vadd, vbroadcast, vfma, vload, vstore,
                                                 vtranspose)
-from refmnn.graph import TensorType
-from refmnn.ops.blocked import LANES
+from refmnn.ops.blocked import LANES, unblocked_type
 from refmnn.ops.fused import DOMAIN as FUSED_DOMAIN
 
 GROUP = 4  # blocks of output channels a 1x1 tile holds
@@ -299,11 +298,6 @@ def from_nc8hw8(x, y, parts):
 # where the schemes apply
 
 
-def _unblocked(t: TensorType, channels: int) -> TensorType:
-    n, _, *spatial, _ = t.shape
-    return TensorType(t.dtype, (n, channels, *spatial))
-
-
 def nchw_spec(spec: NodeSpec) -> NodeSpec:
     """The FusedConvNC8HW8 node as the FusedConv it stands for: X, Z and Y typed NCHW (the
     predicates and parameters of :mod:`.conv_base` read those shapes)."""
@@ -312,10 +306,10 @@ def nchw_spec(spec: NodeSpec) -> NodeSpec:
     oc = int(w.shape[0])
     x = spec.inputs[0]
     if spec.attrs.get("input_layout", "NC8HW8") != "NCHW":
-        x = _unblocked(x, c)
-    rest = tuple(None if t is None else _unblocked(t, oc) for t in spec.inputs[3:])
+        x = unblocked_type(x, c)
+    rest = tuple(unblocked_type(t, oc) for t in spec.inputs[3:])
     return dataclasses.replace(spec, inputs=(x, *spec.inputs[1:3], *rest),
-                               outputs=(_unblocked(spec.outputs[0], oc),))
+                               outputs=(unblocked_type(spec.outputs[0], oc),))
 
 
 def _blocked_ok(spec: NodeSpec, input_layout: str) -> bool:
@@ -389,7 +383,8 @@ class _BlockedConv(BoundRun, ConvBase):
     def prepare(self, spec: NodeSpec) -> None:
         import numba
 
-        super().prepare(nchw_spec(spec))
+        self.plain = nchw_spec(spec)
+        super().prepare(self.plain)
         ep = self.epilogue
         self.act, self.lo, self.hi = ep.act, ep.lo, ep.hi
         self.has_z = ep.z_input is not None
@@ -448,7 +443,7 @@ class DirectFewOc16Blocked(_BlockedConv):
 
     def prepare(self, spec: NodeSpec) -> None:
         super().prepare(spec)
-        self.wp = packed_oc16(self.backend, nchw_spec(spec))
+        self.wp = packed_oc16(self.backend, self.plain)
 
     def calls(self, inputs, out, workspace) -> tuple[Call, ...]:  # type: ignore[no-untyped-def]
         kh, kw, sh, sw, _, _, pt, pl, *_ = self.params
