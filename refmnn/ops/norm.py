@@ -16,7 +16,8 @@ import numpy as np
 from refmnn.dtypes import DType
 from refmnn.graph import TensorType
 from refmnn.ops._infer import dtype_of, normalize_axis, same_as, shape_of
-from refmnn.ops._reduction_util import check_axes, stash_dtype, to_work, work_dtype
+from refmnn.ops._reduction_util import (check_axes, stash_dtype, sum_last_axis, to_work,
+                                        work_dtype)
 from refmnn.ops._schema import Attr, InferContext, OpContext, into, op
 
 _EPS = Attr("epsilon", "float", 1e-5, "added to the variance before the square root")
@@ -31,21 +32,15 @@ def _rows(x: np.ndarray, first_axis: int) -> np.ndarray:
     return x.reshape(lead, trail)
 
 
-def _row_sum_squares(x: np.ndarray) -> np.ndarray:
-    """sum(x * x) per row of [R, K] x, kept as [R, 1]: einsum (no temporary) for short rows,
-    NumPy's pairwise summation for long ones where float32 accumulation error would grow."""
-    if x.shape[1] <= 8192:
-        return np.einsum("ij,ij->i", x, x)[:, None]
-    return np.sum(x * x, axis=1, keepdims=True)
-
-
-def _standardize_rows(x: np.ndarray, epsilon: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """x: [R, K] -> ((x - mean) * inv_std, mean [R, 1], inv_std [R, 1]), two passes per row."""
-    count = x.shape[1]
+def _standardize_rows(x: np.ndarray, epsilon: float, out: np.ndarray | None = None
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """x: [R, K] -> ((x - mean) * inv_std, mean [R, 1], inv_std [R, 1]), two passes per row;
+    the first into ``out`` (an [R, K] array of x's dtype) when it is given."""
+    count = x.dtype.type(x.shape[1])
     with np.errstate(divide="ignore", invalid="ignore"):
-        mean = np.sum(x, axis=1, keepdims=True, dtype=x.dtype) / x.dtype.type(count)
-        dev = x - mean
-        var = _row_sum_squares(dev) / x.dtype.type(count)
+        mean = sum_last_axis(x) / count
+        dev = np.subtract(x, mean, out=out)
+        var = sum_last_axis(dev, dev) / count
         inv_std = 1 / np.sqrt(var + x.dtype.type(epsilon))
         dev *= inv_std
     return dev, mean, inv_std
@@ -265,12 +260,14 @@ def layer_normalization(X: np.ndarray, Scale: np.ndarray, B: np.ndarray | None =
     """
     first = check_axes([axis], X.ndim)[0]
     stash = stash_dtype(stash_type)
-    x = np.asarray(X, dtype=work_dtype(stash))
-    normalized, mean, inv_std = _standardize_rows(_rows(x, first), epsilon)
+    x = _rows(np.asarray(X, dtype=work_dtype(stash)), first)
     w = work_dtype(X.dtype)
-    y = normalized.reshape(X.shape).astype(w, copy=False)
-    target = into(out, X.shape, X.dtype) if w == X.dtype else None
-    y = np.multiply(y, to_work(Scale), out=y if target is None else target)
+    # Y in the planned buffer from the first pass on when stages one and two share X's dtype
+    target = into(out, X.shape, X.dtype) if w == X.dtype == x.dtype else None
+    normalized, mean, inv_std = _standardize_rows(
+        x, epsilon, None if target is None else target.reshape(x.shape))
+    y = normalized.reshape(X.shape).astype(w, copy=False) if target is None else target
+    y *= to_work(Scale)
     if B is not None:
         y += to_work(B)
     stat_shape = _stat_shape(X.shape, first)
@@ -397,7 +394,7 @@ def rms_normalization(X: np.ndarray, scale: np.ndarray, *, axis: int, epsilon: f
     x = _rows(np.asarray(X, dtype=work_dtype(stash_dtype(stash_type))), first)
     count = x.dtype.type(x.shape[1])
     with np.errstate(divide="ignore", invalid="ignore"):
-        inv_rms = 1 / np.sqrt(_row_sum_squares(x) / count + x.dtype.type(epsilon))
+        inv_rms = 1 / np.sqrt(sum_last_axis(x, x) / count + x.dtype.type(epsilon))
     w = work_dtype(scale.dtype)
     y = (x * inv_rms).reshape(X.shape).astype(w, copy=False) * to_work(scale)
     return y.astype(scale.dtype, copy=False)
