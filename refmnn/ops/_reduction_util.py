@@ -48,22 +48,24 @@ def check_axes(axes: Sequence[int], rank: int) -> tuple[int, ...]:
     return tuple(out) if rank else ()
 
 
-def sum_last_axis(x: np.ndarray, y: np.ndarray | None = None) -> np.ndarray:
-    """sum(x) -- or sum(x * y), without the temporary -- over the last axis, kept as a
-    length-1 axis, in x's dtype.
+def sum_along(x: np.ndarray, y: np.ndarray | None = None, *, axis: int = -1
+              ) -> np.ndarray:
+    """sum(x) -- or sum(x * y), without the temporary -- over ``axis`` (the last by default),
+    kept as a length-1 axis, in x's dtype.
 
-    Rows of up to 8192 elements are summed by einsum: np.sum reduces short contiguous rows one
-    by one with a per-row overhead, einsum streams them, 2.5-3.5x faster (float32, median us:
-    [1536, 128] 56 -> 18, [128, 384] 13 -> 4.5), with float32 errors within a few times
-    np.sum's there (max relative error on sums of positive values, einsum against np.sum: rows
-    of 128 1.6e-7 / 2.6e-7, 1536 2.4e-7 / 1.1e-7, 8192 3.8e-7 / 1.0e-7; of products x * y,
-    einsum, up to 1.3e-6 at 8192, tests/test_row_sums.py). Longer rows keep np.sum's pairwise
-    summation, whose error grows more slowly (rows of 100000: 1.3e-6 / 1.1e-7).
+    Along the last axis, rows of up to 8192 elements are summed by einsum: np.sum reduces short
+    contiguous rows one by one with a per-row overhead, einsum streams them, 2.5-3.5x faster
+    (float32, median us: [1536, 128] 56 -> 18, [128, 384] 13 -> 4.5), with float32 errors
+    within a few times np.sum's there (max relative error on sums of positive values, einsum
+    against np.sum: rows of 128 1.6e-7 / 2.6e-7, 1536 2.4e-7 / 1.1e-7, 8192 3.8e-7 / 1.0e-7;
+    of products x * y, einsum, up to 1.3e-6 at 8192, tests/test_row_sums.py). Longer rows keep np.sum's pairwise
+    summation, whose error grows more slowly (rows of 100000: 1.3e-6 / 1.1e-7), and any other
+    axis is np.sum's.
     """
-    if x.shape[-1] <= 8192:
+    if axis in (-1, x.ndim - 1) and x.shape[-1] <= 8192:
         row = np.einsum("...i->...", x) if y is None else np.einsum("...i,...i->...", x, y)
         return row[..., None]
-    return np.sum(x if y is None else x * y, axis=-1, keepdims=True, dtype=x.dtype)
+    return np.sum(x if y is None else x * y, axis=axis, keepdims=True, dtype=x.dtype)
 
 
 def reduce_axes_from(data_rank: int, axes: Sequence[int] | np.ndarray | None,

@@ -17,7 +17,7 @@ import numpy as np
 
 from refmnn.dtypes import is_narrow
 from refmnn.ops._infer import same_as
-from refmnn.ops._reduction_util import sum_last_axis
+from refmnn.ops._reduction_util import sum_along
 from refmnn.ops._schema import Attr, into, op
 from refmnn.ops.elementwise import _erf, with_consumed_inputs
 
@@ -242,10 +242,7 @@ def _softmax(x: np.ndarray, axis: int, out: np.ndarray | None = None) -> np.ndar
     # initial=-inf: a zero-size axis gives an empty result instead of an error
     e = np.subtract(x, x.max(axis=axis, keepdims=True, initial=-np.inf), out=out)
     np.exp(e, out=e)
-    if axis in (-1, x.ndim - 1):  # rows along the last axis: the faster row sum
-        e /= sum_last_axis(e)
-    else:
-        e /= e.sum(axis=axis, keepdims=True)
+    e /= sum_along(e, axis=axis)
     return e
 
 

@@ -16,7 +16,7 @@ import numpy as np
 from refmnn.dtypes import DType
 from refmnn.graph import TensorType
 from refmnn.ops._infer import dtype_of, normalize_axis, same_as, shape_of
-from refmnn.ops._reduction_util import (check_axes, stash_dtype, sum_last_axis, to_work,
+from refmnn.ops._reduction_util import (check_axes, stash_dtype, sum_along, to_work,
                                         work_dtype)
 from refmnn.ops._schema import Attr, InferContext, OpContext, into, op
 
@@ -38,9 +38,9 @@ def _standardize_rows(x: np.ndarray, epsilon: float, out: np.ndarray | None = No
     the first into ``out`` (an [R, K] array of x's dtype) when it is given."""
     count = x.dtype.type(x.shape[1])
     with np.errstate(divide="ignore", invalid="ignore"):
-        mean = sum_last_axis(x) / count
+        mean = sum_along(x) / count
         dev = np.subtract(x, mean, out=out)
-        var = sum_last_axis(dev, dev) / count
+        var = sum_along(dev, dev) / count
         inv_std = 1 / np.sqrt(var + x.dtype.type(epsilon))
         dev *= inv_std
     return dev, mean, inv_std
@@ -394,7 +394,7 @@ def rms_normalization(X: np.ndarray, scale: np.ndarray, *, axis: int, epsilon: f
     x = _rows(np.asarray(X, dtype=work_dtype(stash_dtype(stash_type))), first)
     count = x.dtype.type(x.shape[1])
     with np.errstate(divide="ignore", invalid="ignore"):
-        inv_rms = 1 / np.sqrt(sum_last_axis(x, x) / count + x.dtype.type(epsilon))
+        inv_rms = 1 / np.sqrt(sum_along(x, x) / count + x.dtype.type(epsilon))
     w = work_dtype(scale.dtype)
     y = (x * inv_rms).reshape(X.shape).astype(w, copy=False) * to_work(scale)
     return y.astype(scale.dtype, copy=False)
