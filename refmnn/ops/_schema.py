@@ -52,14 +52,70 @@ class Attr:
     kind: str
     default: Any = REQUIRED
     doc: str = ""
+    choices: tuple[Any, ...] = ()  # the only values the spec allows; empty: any of the kind
 
     def __post_init__(self) -> None:
         if self.kind not in ATTR_KINDS:
             raise ValueError(f"attribute {self.name!r}: unknown kind {self.kind!r}")
 
+    def check(self, value: Any) -> str | None:
+        """Why ``value`` cannot be this attribute's (wrong kind, not one of the choices), or
+        None when it can. None itself passes (an attribute whose default is None)."""
+        if value is None:
+            return None
+        if not _KIND_CHECKS.get(self.kind, _anything)(value):
+            return f"must be of kind {self.kind}, got {type(value).__name__} {_short(value)}"
+        if self.choices and value not in self.choices:
+            return f"must be one of {list(self.choices)}, got {_short(value)}"
+        return None
+
     @property
     def required(self) -> bool:
         return self.default is REQUIRED
+
+
+def flag(name: str, default: int, doc: str = "") -> Attr:
+    """An int attribute the spec allows only 0 and 1 for (keepdims, align_corners, ...): any
+    other value is refused rather than read as true, since engines disagree on it (``if
+    flag`` against ``flag == 1``)."""
+    return Attr(name, "int", default, doc, choices=(0, 1))
+
+
+def _anything(value: Any) -> bool:
+    return True
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int | np.integer)
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, int | float | np.integer | np.floating)
+
+
+def _list_of(test: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    def check(value: Any) -> bool:
+        return isinstance(value, tuple | list | np.ndarray) and all(test(v) for v in value)
+    return check
+
+
+def _is_array(value: Any) -> bool:
+    return isinstance(value, np.ndarray | np.generic)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+_KIND_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "int": _is_int, "float": _is_real, "string": lambda v: isinstance(v, str),
+    "ints": _list_of(_is_int), "floats": _list_of(_is_real),
+    "strings": _list_of(lambda v: isinstance(v, str)),
+    "tensor": _is_array, "tensors": _list_of(_is_array),
+    "sparse_tensor": _is_array, "sparse_tensors": _list_of(_is_array),
+    "graph": lambda v: isinstance(v, Graph), "graphs": _list_of(lambda v: isinstance(v, Graph)),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,8 +276,9 @@ class OpDef:
         """Check ``given`` against the schema and fill in defaults.
 
         Raises:
-            ValueError: an unknown attribute, or a required one missing (the caller wraps it
-                with node context).
+            ValueError: an unknown attribute, a required one missing, or a value of the wrong
+                kind or outside the attribute's choices (the caller wraps it with node
+                context).
         """
         unknown = sorted(set(given) - set(self.attr_index))
         if unknown:
@@ -231,6 +288,10 @@ class OpDef:
         bound: dict[str, Any] = {}
         for attr in self.attrs:
             if attr.name in given:
+                problem = attr.check(given[attr.name])
+                if problem is not None:
+                    raise ValueError(f"{where}attribute {attr.name!r} of {self.name}-{self.since} "
+                                     f"{problem}")
                 bound[attr.name] = given[attr.name]
             elif attr.required:
                 raise ValueError(f"{where}required attribute {attr.name!r} of {self.name} missing")

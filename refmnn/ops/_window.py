@@ -24,6 +24,9 @@ is that overhang, which pooling pads with a neutral value (it is never counted a
 
 Output position ``o`` of axis ``i`` reads, at tap ``t``, the padded input at ``o * s + t * d``,
 i.e. the unpadded input at ``o * s - pb + t * d``.
+
+Kernel sizes, strides and dilations must be >= 1 and pads >= 0 (a ValueError otherwise: a
+negative kernel or pad would give a nonsense size, not an empty output).
 """
 
 from __future__ import annotations
@@ -74,7 +77,17 @@ def defaults(rank: int, strides: Sequence[int] | None, dilations: Sequence[int] 
     if len(strides) != rank or len(dilations) != rank or len(pads) != 2 * rank:
         raise ValueError(f"strides {strides}, dilations {dilations} and pads {pads} do not fit "
                          f"{rank} spatial axes")
+    if min(strides) < 1 or min(dilations) < 1 or min(pads, default=0) < 0:
+        raise ValueError(f"strides {strides} and dilations {dilations} must be >= 1 and pads "
+                         f"{pads} >= 0")
     return strides, dilations, pads
+
+
+def _check_kernel(kernel: Sequence[int], rank: int) -> None:
+    if len(kernel) != rank:
+        raise ValueError(f"kernel_shape {tuple(kernel)} does not fit {rank} spatial axes")
+    if any(int(k) < 1 for k in kernel):
+        raise ValueError(f"kernel_shape {tuple(kernel)} must be >= 1 on every axis")
 
 
 def axis_size(size: Dim, k: int, s: int, d: int, pb: int, pe: int, auto_pad: str,
@@ -110,8 +123,7 @@ def geometry(in_shape: Sequence[int], kernel: Sequence[int], strides: Sequence[i
              ceil_mode: bool = False) -> Geometry:
     """Resolve the window over the spatial shape ``in_shape`` (see the module docstring)."""
     rank = len(in_shape)
-    if len(kernel) != rank:
-        raise ValueError(f"kernel_shape {tuple(kernel)} does not fit {rank} spatial axes")
+    _check_kernel(kernel, rank)
     strides, dilations, pads = defaults(rank, strides, dilations, pads)
     axes = [axis_size(int(n), int(k), s, d, pads[i], pads[i + rank], auto_pad, ceil_mode)
             for i, (n, k, s, d) in enumerate(zip(in_shape, kernel, strides, dilations,
@@ -126,6 +138,7 @@ def output_dims(in_dims: Sequence[Dim], kernel: Sequence[int], strides: Sequence
                 auto_pad: str = "NOTSET", ceil_mode: bool = False) -> tuple[Dim, ...]:
     """The output spatial dims for a shape rule (None where an input dim is not known)."""
     rank = len(in_dims)
+    _check_kernel(kernel, rank)
     strides, dilations, pads = defaults(rank, strides, dilations, pads)
     return tuple(axis_size(n, int(k), s, d, pads[i], pads[i + rank], auto_pad, ceil_mode)[0]
                  for i, (n, k, s, d) in enumerate(zip(in_dims, kernel, strides, dilations,

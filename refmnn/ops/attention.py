@@ -13,7 +13,7 @@ import numpy as np
 from refmnn.dtypes import DType, compute_dtype
 from refmnn.graph import Dim, TensorType, ValueType
 from refmnn.ops._infer import dtype_of, same_as, shape_of
-from refmnn.ops._schema import Attr, InferContext, OpContext, op
+from refmnn.ops._schema import Attr, InferContext, OpContext, flag, op
 
 _SOFTMAX_PRECISIONS = {1: DType.float32, 10: DType.float16, 11: DType.float64, 16: DType.bfloat16}
 
@@ -61,6 +61,13 @@ def _mul_dims(a: Dim, b: Dim) -> Dim:
 
 def _div_dim(a: Dim, b: Any) -> Dim:
     return a // b if isinstance(a, int) and isinstance(b, int) and b else None
+
+
+def _check_heads(ctx: InferContext, heads: int, hidden: Dim, which: str) -> None:
+    """A 3-D input's last dim holds ``heads`` heads of equal size: heads >= 1 dividing it."""
+    if heads < 1 or (isinstance(hidden, int) and hidden % heads):
+        ctx.fail(f"{which}_num_heads={heads} does not split a hidden size of {hidden} into "
+                 f"heads of equal size")
 
 
 def _add_dims(a: Dim, b: Dim) -> Dim:
@@ -181,6 +188,9 @@ def _attention_infer(ctx: InferContext, q: ValueType | None, k: ValueType | None
     """Y: (B, Hq, Sq, Dv) or (B, Sq, Hq*Dv); present_*: (B, Hkv, P+Skv, D); qk: (B, Hq, Sq, P+Skv)."""
     qs, ks, vs = shape_of(q), shape_of(k), shape_of(v)
     t1, t2 = dtype_of(q), dtype_of(v)
+    for side in ("left_window_size", "right_window_size"):
+        if attrs.get(side, -1) < -1:
+            ctx.fail(f"{side}={attrs[side]}: -1 (no limit) or a count >= 0")
     ps = shape_of(past_key) if past_key is not None else (None, None, 0, None)
     unknown = TensorType(t1, None)
     if qs is None or ks is None or vs is None:
@@ -196,6 +206,9 @@ def _attention_infer(ctx: InferContext, q: ValueType | None, k: ValueType | None
         qh, kvh = attrs.get("q_num_heads"), attrs.get("kv_num_heads")
         if qh is None or kvh is None:
             ctx.fail("3-D Q/K/V need the q_num_heads and kv_num_heads attributes")
+        _check_heads(ctx, qh, qs[2], "q")
+        _check_heads(ctx, kvh, ks[2], "kv")
+        _check_heads(ctx, kvh, vs[2], "kv")
         batch, q_len, kv_len = qs[0], qs[1], ks[1]
         q_heads, kv_heads = qh, kvh
         head, v_head = _div_dim(ks[2], kvh), _div_dim(vs[2], kvh)
@@ -207,7 +220,7 @@ def _attention_infer(ctx: InferContext, q: ValueType | None, k: ValueType | None
 
 
 _ATTENTION_ATTRS = (
-    Attr("is_causal", "int", 0, "1: bottom-right causal mask (query i sees key j <= i + offset)"),
+    flag("is_causal", 0, "1: bottom-right causal mask (query i sees key j <= i + offset)"),
     Attr("kv_num_heads", "int", None, "number of K/V heads (3-D inputs only)"),
     Attr("q_num_heads", "int", None, "number of Q heads (3-D inputs only)"),
     Attr("qk_matmul_output_mode", "int", 0,
@@ -298,7 +311,7 @@ def attention_25(Q, K, V, attn_mask=None, past_key=None, past_value=None, nonpad
 
 @op("RotaryEmbedding", since=23, inputs=("X", "cos_cache", "sin_cache", "position_ids?"),
     outputs=("Y",), infer=same_as(0),
-    attrs=(Attr("interleaved", "int", 0, "rotate pairs (x0,x1),(x2,x3)... instead of halves"),
+    attrs=(flag("interleaved", 0, "rotate pairs (x0,x1),(x2,x3)... instead of halves"),
            Attr("num_heads", "int", None, "number of heads; required for 3-D X"),
            Attr("rotary_embedding_dim", "int", 0, "rotate only the first dims (0: all of head)")))
 def rotary_embedding(X, cos_cache, sin_cache, position_ids=None, *, interleaved, num_heads,
@@ -361,6 +374,8 @@ def _linear_attention_infer(ctx: InferContext, q, k, v, past=None, decay=None, b
     state_dtype = dtype_of(past) if past is not None else dtype_of(q)
     if qs is None or vs is None:
         return TensorType(dtype_of(q), None), TensorType(state_dtype, None)
+    _check_heads(ctx, hq, qs[2], "q")
+    _check_heads(ctx, hkv, vs[2], "kv")
     dk, dv = _div_dim(qs[2], hq), _div_dim(vs[2], hkv)
     return (TensorType(dtype_of(q), (qs[0], qs[1], _mul_dims(hq, dv))),
             TensorType(state_dtype, (qs[0], hkv, dk, dv)))

@@ -30,7 +30,7 @@ import numpy as np
 from refmnn.dtypes import DType, is_narrow
 from refmnn.graph import TensorType
 from refmnn.ops._infer import dtype_of, shape_of
-from refmnn.ops._schema import Attr, op
+from refmnn.ops._schema import Attr, flag, op
 
 _FLOAT8 = (DType.float8e4m3fn, DType.float8e4m3fnuz, DType.float8e5m2, DType.float8e5m2fnuz)
 
@@ -145,7 +145,7 @@ def _cast_like_rule(ctx: Any, t: Any, like: Any, **attrs: Any) -> TensorType:
 
 
 _TO = Attr("to", "int", doc="target DataType code (TensorProto.DataType)")
-_SATURATE = Attr("saturate", "int", 1, "float8 targets: 1 clamps out-of-range values to +-max, "
+_SATURATE = flag("saturate", 1, "float8 targets: 1 clamps out-of-range values to +-max, "
                  "0 makes them NaN/inf per the spec's table")
 _ROUND_MODE = Attr("round_mode", "string", "up", "float8e8m0 targets: 'up', 'down' or 'nearest'")
 

@@ -15,7 +15,7 @@ import numpy as np
 from refmnn.dtypes import DType, compute_dtype
 from refmnn.graph import TensorType
 from refmnn.ops._infer import same_as
-from refmnn.ops._schema import Attr, InferContext, op
+from refmnn.ops._schema import Attr, InferContext, flag, op
 from refmnn.ops._shape_util import (
     dtype_or_none,
     ints,
@@ -227,7 +227,7 @@ def range_27(start: np.ndarray, limit: np.ndarray, delta: np.ndarray, *,
 
 
 @op("Trilu", since=14, inputs=("input", "k?"), outputs=("output",), infer=same_as(0),
-    attrs=(Attr("upper", "int", 1, "1: keep the upper triangle, 0: the lower"),))
+    attrs=(flag("upper", 1, "1: keep the upper triangle, 0: the lower"),))
 def trilu(input: np.ndarray, k: np.ndarray | None = None, *, upper: int) -> np.ndarray:
     """Keep one triangle of the last two dims (N x M) and zero the rest.
 

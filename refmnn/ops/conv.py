@@ -303,6 +303,11 @@ def _transpose_axes(in_shape: Sequence[Dim], kernel: Sequence[int], attrs: dict[
                                             attrs["pads"])
     adjust = tuple(attrs["output_padding"] or (0,) * rank)
     target = tuple(attrs["output_shape"] or ())[-rank:] if attrs["output_shape"] else None
+    if len(adjust) != rank or min(adjust, default=0) < 0:
+        raise ValueError(f"output_padding {adjust} needs {rank} entries >= 0")
+    if attrs["output_shape"] and len(attrs["output_shape"]) not in (rank, rank + 2):
+        raise ValueError(f"output_shape {tuple(attrs['output_shape'])} needs {rank} spatial "
+                         f"entries (or {rank + 2} with N and C)")
     auto_pad = attrs["auto_pad"]
     result: list[tuple[Dim, int]] = []
     for i, (size, k) in enumerate(zip(in_shape, kernel, strict=True)):

@@ -14,7 +14,7 @@ from refmnn.dtypes import DType
 from refmnn.graph import TensorType
 from refmnn.ops._image_util import float_compute_dtype
 from refmnn.ops._infer import dtype_of, shape_of
-from refmnn.ops._schema import Attr, InferContext, op
+from refmnn.ops._schema import Attr, InferContext, flag, op
 
 # ---------------------------------------------------------------------------------------------
 # RoiAlign
@@ -181,7 +181,7 @@ def _scalar(value: np.ndarray | None, default: Any) -> Any:
     inputs=("boxes", "scores", "max_output_boxes_per_class?", "iou_threshold?",
             "score_threshold?"),
     outputs=("selected_indices",), infer=_nms_infer,
-    attrs=(Attr("center_point_box", "int", 0,
+    attrs=(flag("center_point_box", 0,
                 "0: boxes are [y1, x1, y2, x2] corners; 1: [x_center, y_center, w, h]"),))
 def non_max_suppression(boxes: np.ndarray, scores: np.ndarray,
                         max_output_boxes_per_class: np.ndarray | None = None,

@@ -23,7 +23,7 @@ from refmnn.dtypes import DType, compute_dtype, is_narrow
 from refmnn.graph import TensorType
 from refmnn.ops._infer import broadcast, broadcast_dims, dtype_of, same_as, shape_of
 from refmnn.ops._erf import _erf, _erf_float32  # noqa: F401 (re-exported)
-from refmnn.ops._schema import Attr, InferContext, OpDef, into, op
+from refmnn.ops._schema import Attr, InferContext, OpDef, flag, into, op
 
 # --------------------------------------------------------------------------------------------
 # shared helpers
@@ -32,7 +32,7 @@ from refmnn.ops._schema import Attr, InferContext, OpDef, into, op
 CONSUMED = Attr("consumed_inputs", "ints", None, "legacy (opset < 6) optimisation hint; ignored")
 _LEGACY_BCAST = (
     Attr("axis", "int", None, "first dim of A that B's dims align with (suffix match if absent)"),
-    Attr("broadcast", "int", 0, "1: broadcast B onto A (legacy rule); 0: shapes must be equal"),
+    flag("broadcast", 0, "1: broadcast B onto A (legacy rule); 0: shapes must be equal"),
 )
 
 
@@ -273,8 +273,8 @@ def isnan(X: np.ndarray) -> np.ndarray:
 
 
 @op("IsInf", since=10, inputs=("X",), outputs=("Y",), infer=same_as(0, DType.bool),
-    attrs=(Attr("detect_negative", "int", 1, "1: -inf maps to true"),
-           Attr("detect_positive", "int", 1, "1: +inf maps to true")))
+    attrs=(flag("detect_negative", 1, "1: -inf maps to true"),
+           flag("detect_positive", 1, "1: +inf maps to true")))
 def isinf(X: np.ndarray, *, detect_negative: int, detect_positive: int) -> np.ndarray:
     """Y = (X == +inf and detect_positive) or (X == -inf and detect_negative), bool.
     NaN is never inf. Float (float8 formats included from opset 20)."""
@@ -380,7 +380,7 @@ def pow_(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
 
 
 @op("Mod", since=10, inputs=("A", "B"), outputs=("C",), infer=broadcast(),
-    attrs=(Attr("fmod", "int", 0, "0: sign of the divisor (Python %); 1: sign of the dividend "
+    attrs=(flag("fmod", 0, "0: sign of the divisor (Python %); 1: sign of the dividend "
                 "(C fmod)"),))
 def mod(A: np.ndarray, B: np.ndarray, *, fmod: int) -> np.ndarray:
     """C = A mod B with NumPy broadcasting.

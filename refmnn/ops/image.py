@@ -17,7 +17,7 @@ from refmnn.dtypes import DType
 from refmnn.graph import TensorType
 from refmnn.ops._image_util import cast_back, float_compute_dtype, keys_cubic
 from refmnn.ops._infer import dtype_of, shape_of
-from refmnn.ops._schema import Attr, InferContext, op
+from refmnn.ops._schema import Attr, InferContext, flag, op
 
 # ---------------------------------------------------------------------------------------------
 # GridSample / AffineGrid
@@ -122,7 +122,7 @@ def _grid_sample_infer(ctx: InferContext, X: TensorType | None, grid: TensorType
 
 
 _GRID_ATTRS = (
-    Attr("align_corners", "int", 0, "1: -1 and 1 are the centres of the corner pixels"),
+    flag("align_corners", 0, "1: -1 and 1 are the centres of the corner pixels"),
     Attr("padding_mode", "string", "zeros", "outside the input: zeros, border or reflection"),
 )
 
@@ -195,7 +195,7 @@ def _affine_grid_infer(ctx: InferContext, theta: TensorType | None, size: Tensor
 
 @op("AffineGrid", since=20, inputs=("theta", "size"), outputs=("grid",), value_inputs=(1,),
     infer=_affine_grid_infer,
-    attrs=(Attr("align_corners", "int", 0, "1: -1 and 1 are the centres of the corner pixels"),))
+    attrs=(flag("align_corners", 0, "1: -1 and 1 are the centres of the corner pixels"),))
 def affine_grid(theta: np.ndarray, size: np.ndarray, *, align_corners: int) -> np.ndarray:
     """grid[n, d.., h, w, :] = theta[n] @ [x_w, y_h, (z_d,) 1] (torch affine_grid).
 

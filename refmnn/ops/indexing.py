@@ -16,7 +16,7 @@ import numpy as np
 from refmnn.dtypes import DType, compute_dtype
 from refmnn.graph import Dim, TensorType
 from refmnn.ops._infer import normalize_axis, same_as
-from refmnn.ops._schema import Attr, InferContext, op
+from refmnn.ops._schema import Attr, InferContext, flag, op
 from refmnn.ops._shape_util import (
     axis_of,
     dtype_or_none,
@@ -517,7 +517,7 @@ def _numel(shape: tuple[Dim, ...]) -> Dim:
 @op("Unique", since=11, inputs=("X",), outputs=("Y", "indices?", "inverse_indices?", "counts?"),
     infer=_infer_unique,
     attrs=(Attr("axis", "int", None, "axis of the sub-tensors compared (absent: flatten)"),
-           Attr("sorted", "int", 1, "1: ascending order, 0: order of first occurrence")))
+           flag("sorted", 1, "1: ascending order, 0: order of first occurrence")))
 def unique(X: np.ndarray, *, axis: int | None, sorted: int) -> tuple[np.ndarray, ...]:
     """Y = the distinct elements of flattened X (axis absent) or distinct slices along
     ``axis``; indices = where each first occurs in X; inverse_indices = for each element/slice
@@ -595,8 +595,8 @@ def top_k_10(X: np.ndarray, K: np.ndarray, *, axis: int) -> tuple[np.ndarray, np
 @op("TopK", since=11, inputs=("X", "K"), outputs=("Values", "Indices"), infer=_infer_top_k,
     value_inputs=(1,),
     attrs=(Attr("axis", "int", -1, "axis to sort; negative counts from the back"),
-           Attr("largest", "int", 1, "1: the largest elements, 0: the smallest"),
-           Attr("sorted", "int", 1, "1: sorted output (0: any order; sorted here too)")))
+           flag("largest", 1, "1: the largest elements, 0: the smallest"),
+           flag("sorted", 1, "1: sorted output (0: any order; sorted here too)")))
 def top_k_11(X: np.ndarray, K: np.ndarray, *, axis: int, largest: int,
              sorted: int) -> tuple[np.ndarray, np.ndarray]:
     """Values, Indices = the K largest (or smallest) elements along ``axis`` and their int64

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from refmnn.graph import TensorType
-from refmnn.ops._schema import Attr, InferContext, op
+from refmnn.ops._schema import Attr, InferContext, flag, op
 from refmnn.ops._shape_util import axis_of, dtype_or_none, shape_or_none
 
 # =============================================================================== Transpose
@@ -178,8 +178,8 @@ def _infer_reverse_sequence(ctx: InferContext, x: Any, lens: Any, *, batch_axis:
 
 @op("ReverseSequence", since=10, inputs=("input", "sequence_lens"), outputs=("Y",),
     infer=_infer_reverse_sequence,
-    attrs=(Attr("batch_axis", "int", 1, "batch axis (0 or 1)"),
-           Attr("time_axis", "int", 0, "time axis (1 or 0)")))
+    attrs=(flag("batch_axis", 1, "batch axis (0 or 1)"),
+           flag("time_axis", 0, "time axis (1 or 0)")))
 def reverse_sequence(input: np.ndarray, sequence_lens: np.ndarray, *, batch_axis: int,
                      time_axis: int) -> np.ndarray:
     """For each batch entry b, reverse the first sequence_lens[b] steps along ``time_axis`` and

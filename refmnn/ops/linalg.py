@@ -15,7 +15,7 @@ from refmnn.dtypes import DType
 from refmnn.graph import Dim, TensorType
 from refmnn.ops._infer import broadcast_dims, dtype_of, shape_of
 from refmnn.ops._reduction_util import to_work, work_dtype
-from refmnn.ops._schema import Attr, InferContext, into, op
+from refmnn.ops._schema import Attr, InferContext, flag, into, op
 
 # --- MatMul ---------------------------------------------------------------------------------
 
@@ -111,13 +111,13 @@ def _gemm(A: np.ndarray, B: np.ndarray, C: np.ndarray | None, alpha: float, beta
 _GEMM_ATTRS = (
     Attr("alpha", "float", 1.0, "multiplier of A' @ B'"),
     Attr("beta", "float", 1.0, "multiplier of C"),
-    Attr("transA", "int", 0, "transpose A first"),
-    Attr("transB", "int", 0, "transpose B first"),
+    flag("transA", 0, "transpose A first"),
+    flag("transB", 0, "transpose B first"),
 )
 
 
 @op("Gemm", since=1, inputs=("A", "B", "C"), outputs=("Y",), infer=_gemm_rule,
-    attrs=(*_GEMM_ATTRS, Attr("broadcast", "int", 0, "whether C is broadcast to (M, N)")))
+    attrs=(*_GEMM_ATTRS, flag("broadcast", 0, "whether C is broadcast to (M, N)")))
 def gemm_1(A: np.ndarray, B: np.ndarray, C: np.ndarray, *, alpha: float, beta: float,
            transA: int, transB: int, broadcast: int) -> np.ndarray:
     """Gemm-1/6: Y = alpha * A' @ B' + beta * C, A' = A.T if transA, B' = B.T if transB.

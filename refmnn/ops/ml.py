@@ -15,7 +15,7 @@ import numpy as np
 from refmnn.dtypes import DType
 from refmnn.graph import TensorType, ValueType
 from refmnn.ops._infer import dtype_of, same_as, shape_of
-from refmnn.ops._schema import Attr, InferContext, op
+from refmnn.ops._schema import Attr, InferContext, flag, op
 
 ML = "ai.onnx.ml"
 _F32 = DType.float32
@@ -299,7 +299,7 @@ def _onehot_infer(ctx: InferContext, x: ValueType | None, **attrs: Any) -> Tenso
 @op("OneHotEncoder", since=1, domain=ML, inputs=("X",), outputs=("Y",), infer=_onehot_infer,
     attrs=(Attr("cats_int64s", "ints", None, "integer categories"),
            Attr("cats_strings", "strings", None, "string categories"),
-           Attr("zeros", "int", 1, "1: unknown category gives a zero row; 0: it is an error")))
+           flag("zeros", 1, "1: unknown category gives a zero row; 0: it is an error")))
 def one_hot_encoder(X, *, cats_int64s, cats_strings, zeros):
     """Y[..., j] = 1.0 where X == cats[j] else 0.0; float32 of shape X.shape + [len(cats)].
     Numeric X is cast to int64 and matched against cats_int64s, strings against cats_strings."""

@@ -18,7 +18,7 @@ from refmnn.graph import TensorType
 from refmnn.ops._infer import dtype_of, normalize_axis, same_as, shape_of
 from refmnn.ops._reduction_util import (check_axes, stash_dtype, sum_along, to_work,
                                         work_dtype)
-from refmnn.ops._schema import Attr, InferContext, OpContext, into, op
+from refmnn.ops._schema import Attr, InferContext, OpContext, flag, into, op
 
 _EPS = Attr("epsilon", "float", 1e-5, "added to the variance before the square root")
 _MOMENTUM = Attr("momentum", "float", 0.9,
@@ -101,7 +101,7 @@ def _bn_rule(ctx: InferContext, x: TensorType | None, scale: TensorType | None,
 _BN_IN = ("X", "scale", "B", "mean", "var")
 _BN_OUT = ("Y", "mean?", "var?", "saved_mean?", "saved_var?")
 _IS_TEST = Attr("is_test", "int", 0, "nonzero: inference with the given mean/var")
-_SPATIAL = Attr("spatial", "int", 1, "1: statistics per channel; 0: per activation")
+_SPATIAL = flag("spatial", 1, "1: statistics per channel; 0: per activation")
 
 
 def _bn_legacy(X: np.ndarray, scale: np.ndarray, B: np.ndarray, mean: np.ndarray,
@@ -168,7 +168,7 @@ def batch_normalization_9(X: np.ndarray, scale: np.ndarray, B: np.ndarray, mean:
 
 @op("BatchNormalization", since=14, inputs=("X", "scale", "B", "input_mean", "input_var"),
     outputs=("Y", "running_mean?", "running_var?"), infer=_bn_rule,
-    attrs=(_EPS, _MOMENTUM, Attr("training_mode", "int", 0, "1: use and update batch stats")))
+    attrs=(_EPS, _MOMENTUM, flag("training_mode", 0, "1: use and update batch stats")))
 def batch_normalization_14(X: np.ndarray, scale: np.ndarray, B: np.ndarray,
                            input_mean: np.ndarray, input_var: np.ndarray, *, epsilon: float,
                            momentum: float, training_mode: int, ctx: OpContext

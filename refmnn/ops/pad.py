@@ -76,7 +76,10 @@ def _pad_rule(ctx: InferContext, data: Any, pads: list[int] | None, axes: list[i
     if len(pads) != 2 * len(axes):
         ctx.fail(f"pads has {len(pads)} entries; expected 2 * {len(axes)}")
     for i, a in enumerate(axes):
-        out[a] = add_dims(shape[a], pads[i] + pads[len(axes) + i])
+        begin, end = pads[i], pads[len(axes) + i]
+        if isinstance(shape[a], int) and shape[a] - max(-end, 0) < max(-begin, 0):
+            ctx.fail(f"pads {list(pads)} remove more than the {shape[a]} elements of axis {a}")
+        out[a] = add_dims(shape[a], begin + end)
     return TensorType(dtype, tuple(out))
 
 

@@ -32,7 +32,7 @@ from refmnn.dtypes import DType
 from refmnn.graph import TensorType
 from refmnn.ops import _window as win
 from refmnn.ops._infer import dtype_of, shape_of
-from refmnn.ops._schema import Attr, InferContext, op
+from refmnn.ops._schema import Attr, InferContext, flag, op
 
 # -- shared attributes ------------------------------------------------------------------------
 
@@ -42,11 +42,11 @@ _AUTO_PAD = Attr("auto_pad", "string", "NOTSET",
 _KERNEL = Attr("kernel_shape", "ints", doc="window size per spatial axis")
 _PADS = Attr("pads", "ints", None, "[x1_begin, x2_begin, ..., x1_end, x2_end, ...] (default 0)")
 _STRIDES = Attr("strides", "ints", None, "window step per spatial axis (default 1)")
-_CEIL = Attr("ceil_mode", "int", 0, "1: round the output size up (a window may overhang)")
+_CEIL = flag("ceil_mode", 0, "1: round the output size up (a window may overhang)")
 _DILATIONS = Attr("dilations", "ints", None, "spacing between window taps (default 1)")
-_STORAGE = Attr("storage_order", "int", 0,
+_STORAGE = flag("storage_order", 0,
                 "Indices layout of the spatial axes: 0 row-major, 1 column-major")
-_COUNT_PAD = Attr("count_include_pad", "int", 0, "1: the divisor counts padding taps too")
+_COUNT_PAD = flag("count_include_pad", 0, "1: the divisor counts padding taps too")
 BASE_ATTRS = (_AUTO_PAD, _KERNEL, _PADS, _STRIDES)
 
 

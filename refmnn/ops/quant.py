@@ -29,7 +29,7 @@ import numpy as np
 from refmnn.dtypes import DType
 from refmnn.graph import TensorType
 from refmnn.ops._infer import dtype_of, shape_of
-from refmnn.ops._schema import Attr, InferContext, op
+from refmnn.ops._schema import Attr, InferContext, flag, op
 
 _FLOAT8 = frozenset(np.dtype(t) for t in (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e4m3fnuz,
                                           ml_dtypes.float8_e5m2, ml_dtypes.float8_e5m2fnuz))
@@ -40,7 +40,7 @@ _NARROW_INT = frozenset(np.dtype(t) for t in (ml_dtypes.int4, ml_dtypes.uint4, m
                                               ml_dtypes.uint2))
 
 _AXIS = Attr("axis", "int", 1, "the quantization axis for per-axis and blocked scales")
-_SATURATE = Attr("saturate", "int", 1, "float8 targets: 1 clamps to the finite range")
+_SATURATE = flag("saturate", 1, "float8 targets: 1 clamps to the finite range")
 _BLOCK = Attr("block_size", "int", 0, "blocked quantization: elements per scale along axis")
 _OUT_DTYPE = Attr("output_dtype", "int", 0, "ONNX dtype code of y (0: from the zero point)")
 _PRECISION = Attr("precision", "int", 0, "ONNX dtype code of the division (0: y_scale's)")

@@ -35,7 +35,7 @@ from refmnn.dtypes import DType
 from refmnn.graph import TensorType
 from refmnn.ops._infer import same_as
 from refmnn.ops._reduction_util import check_axes, reduce_axes_from, reduced_shape_rule, to_work
-from refmnn.ops._schema import Attr, InferContext, OpDef, op
+from refmnn.ops._schema import Attr, InferContext, OpDef, flag, op
 
 Axes = tuple[int, ...]
 Kernel = Callable[[np.ndarray, Axes, bool], np.ndarray]
@@ -158,7 +158,7 @@ def _attr_form(name: str, formula: str, kernel: Kernel) -> OpDef:
     )
     return op(name, since=1, inputs=("data",), outputs=("reduced",), infer=_attr_rule,
               attrs=(Attr("axes", "ints", None, "axes to reduce; all when absent"),
-                     Attr("keepdims", "int", 1, "keep reduced axes as size 1")))(reduce_attr)
+                     flag("keepdims", 1, "keep reduced axes as size 1")))(reduce_attr)
 
 
 def _input_form(name: str, since: int, formula: str, kernel: Kernel) -> OpDef:
@@ -177,8 +177,8 @@ def _input_form(name: str, since: int, formula: str, kernel: Kernel) -> OpDef:
     )
     return op(name, since=since, inputs=("data", "axes?"), outputs=("reduced",),
               infer=_input_rule, value_inputs=(1,),
-              attrs=(Attr("keepdims", "int", 1, "keep reduced axes as size 1"),
-                     Attr("noop_with_empty_axes", "int", 0,
+              attrs=(flag("keepdims", 1, "keep reduced axes as size 1"),
+                     flag("noop_with_empty_axes", 0,
                           "empty/missing axes: 0 reduces all axes, 1 reduces none")))(reduce_input)
 
 
@@ -227,8 +227,8 @@ def _arg_rule(ctx: InferContext, data: TensorType | None, *, axis: int, keepdims
 
 
 _ARG_ATTRS = (Attr("axis", "int", 0, "axis to reduce; negative counts from the back"),
-              Attr("keepdims", "int", 1, "keep the reduced axis as size 1"))
-_LAST = Attr("select_last_index", "int", 0, "on ties pick the last index instead of the first")
+              flag("keepdims", 1, "keep the reduced axis as size 1"))
+_LAST = flag("select_last_index", 0, "on ties pick the last index instead of the first")
 
 
 @op("ArgMax", since=1, inputs=("data",), outputs=("reduced",), infer=_arg_rule, attrs=_ARG_ATTRS)
@@ -285,8 +285,8 @@ def _cumulate(x: np.ndarray, axis: np.ndarray, exclusive: int, reverse: int,
     return y.astype(x.dtype, copy=False)
 
 
-_CUM_ATTRS = (Attr("exclusive", "int", 0, "1: element j excludes x[j] itself"),
-              Attr("reverse", "int", 0, "1: accumulate from the end of the axis"))
+_CUM_ATTRS = (flag("exclusive", 0, "1: element j excludes x[j] itself"),
+              flag("reverse", 0, "1: accumulate from the end of the axis"))
 
 
 @op("CumSum", since=11, inputs=("x", "axis"), outputs=("y",), infer=same_as(0), attrs=_CUM_ATTRS)

@@ -18,7 +18,7 @@ import numpy as np
 from refmnn.graph import TensorType
 from refmnn.ops._image_util import cast_back, float_compute_dtype, keys_cubic
 from refmnn.ops._infer import dtype_of, shape_of
-from refmnn.ops._schema import Attr, InferContext, op
+from refmnn.ops._schema import Attr, InferContext, flag, op
 
 def _triangle(d: np.ndarray) -> np.ndarray:
     """The linear-interpolation (tent) kernel max(0, 1 - |d|)."""
@@ -301,7 +301,7 @@ _RESIZE_ATTRS_11 = (
     Attr("coordinate_transformation_mode", "string", "half_pixel",
          "how an output coordinate maps to an input coordinate (see the formulas)"),
     Attr("cubic_coeff_a", "float", -0.75, "the 'a' of Keys' cubic kernel"),
-    Attr("exclude_outside", "int", 0, "1: taps outside the input get weight 0, renormalised"),
+    flag("exclude_outside", 0, "1: taps outside the input get weight 0, renormalised"),
     Attr("extrapolation_value", "float", 0.0,
          "tf_crop_and_resize: value where the source coordinate leaves [0, in - 1]"),
     Attr("mode", "string", "nearest", "nearest, linear or cubic"),
@@ -309,7 +309,7 @@ _RESIZE_ATTRS_11 = (
          "nearest rounding: round_prefer_floor, round_prefer_ceil, floor, ceil"),
 )
 _RESIZE_ATTRS_18 = _RESIZE_ATTRS_11 + (
-    Attr("antialias", "int", 0, "1: linear/cubic stretch the kernel by 1/scale when downscaling"),
+    flag("antialias", 0, "1: linear/cubic stretch the kernel by 1/scale when downscaling"),
     Attr("axes", "ints", None, "the axes roi/scales/sizes refer to (default all)"),
     Attr("keep_aspect_ratio_policy", "string", "stretch",
          "how sizes are read: stretch, not_larger, not_smaller"),

@@ -32,7 +32,7 @@ import numpy as np
 from refmnn.dtypes import compute_dtype
 from refmnn.graph import TensorType, ValueType
 from refmnn.ops._infer import shape_of
-from refmnn.ops._schema import Attr, InferContext, op
+from refmnn.ops._schema import Attr, InferContext, flag, op
 
 # ------------------------------------------------------------------------------ activations
 
@@ -172,6 +172,8 @@ def _infer(count: int) -> Callable[..., tuple[ValueType, ...]]:
         xs, rs = shape_of(X), shape_of(R)
         hidden = hidden_size if hidden_size is not None else (rs[-1] if rs and len(rs) == 3
                                                               else None)
+        if rs and len(rs) == 3 and isinstance(rs[-1], int) and hidden not in (None, rs[-1]):
+            ctx.fail(f"hidden_size={hidden} but R {list(rs)} has hidden size {rs[-1]}")
         dirs = 2 if direction == "bidirectional" else 1
         steps, batch = (xs[0], xs[1]) if xs and len(xs) == 3 else (None, None)
         if layout:
@@ -194,8 +196,8 @@ _COMMON = (
     Attr("direction", "string", "forward", "forward, reverse or bidirectional"),
     Attr("hidden_size", "int", None, "H; taken from R when absent"),
 )
-_OUTPUT_SEQUENCE = Attr("output_sequence", "int", 0, "opset 1: Y is optional if 0 (ignored)")
-_LAYOUT = Attr("layout", "int", 0, "0: time-major, 1: batch-major")
+_OUTPUT_SEQUENCE = flag("output_sequence", 0, "opset 1: Y is optional if 0 (ignored)")
+_LAYOUT = flag("layout", 0, "0: time-major, 1: batch-major")
 _RNN_IN = ("X", "W", "R", "B?", "sequence_lens?", "initial_h?")
 
 # ------------------------------------------------------------------------------------- RNN
@@ -283,7 +285,7 @@ def _gru(X, W, R, B, sequence_lens, initial_h, activation_alpha, activation_beta
                 make_step)
 
 
-_LBR = Attr("linear_before_reset", "int", 0, "apply the reset gate after the linear map of H")
+_LBR = flag("linear_before_reset", 0, "apply the reset gate after the linear map of H")
 
 
 @op("GRU", since=14, inputs=_RNN_IN, outputs=("Y?", "Y_h?"), infer=_infer(1),
@@ -366,7 +368,7 @@ def _lstm(X, W, R, B, sequence_lens, initial_h, initial_c, P, activation_alpha, 
 
 
 _LSTM_IN = ("X", "W", "R", "B?", "sequence_lens?", "initial_h?", "initial_c?", "P?")
-_INPUT_FORGET = Attr("input_forget", "int", 0, "couple the input and forget gates: ft = 1 - it")
+_INPUT_FORGET = flag("input_forget", 0, "couple the input and forget gates: ft = 1 - it")
 
 
 @op("LSTM", since=14, inputs=_LSTM_IN, outputs=("Y?", "Y_h?", "Y_c?"), infer=_infer(2),

@@ -16,7 +16,7 @@ from refmnn.dtypes import DType
 from refmnn.graph import Graph, OptionalType, SequenceType, TensorType, ValueType
 from refmnn.ops._control_util import declared_type, merge_all, merge_types
 from refmnn.ops._infer import normalize_axis, shape_of
-from refmnn.ops._schema import Attr, InferContext, OpContext, op
+from refmnn.ops._schema import Attr, InferContext, OpContext, flag, op
 
 
 def _elem(t: ValueType | None) -> ValueType | None:
@@ -184,7 +184,7 @@ def _split_to_sequence(input: np.ndarray, split: np.ndarray | None, axis: int,
 @op("SplitToSequence", since=11, inputs=("input", "split?"), outputs=("output_sequence",),
     infer=_infer_split,
     attrs=(Attr("axis", "int", 0, "axis to split on, negative counts from the back"),
-           Attr("keepdims", "int", 1, "keep the split axis when split is omitted")))
+           flag("keepdims", 1, "keep the split axis when split is omitted")))
 def split_to_sequence(input: np.ndarray, split: np.ndarray | None = None, *, axis: int,
                       keepdims: int) -> list[np.ndarray]:
     """Split ``input`` along ``axis`` into a sequence of tensors.
@@ -215,7 +215,7 @@ def _infer_concat(ctx: InferContext, seq: ValueType | None, *, axis: int,
 @op("ConcatFromSequence", since=11, inputs=("input_sequence",), outputs=("concat_result",),
     infer=_infer_concat,
     attrs=(Attr("axis", "int", doc="concat axis; [-r, r-1], or [-r-1, r] with new_axis"),
-           Attr("new_axis", "int", 0, "1: stack on a new axis (np.stack), 0: np.concatenate")))
+           flag("new_axis", 0, "1: stack on a new axis (np.stack), 0: np.concatenate")))
 def concat_from_sequence(input_sequence: list, *, axis: int, new_axis: int) -> np.ndarray:
     """concat_result = concatenate(input_sequence, axis) or stack(input_sequence, axis).
 

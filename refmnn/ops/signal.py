@@ -15,7 +15,7 @@ import numpy as np
 from refmnn.dtypes import DType, compute_dtype
 from refmnn.graph import TensorType
 from refmnn.ops._infer import dtype_of, shape_of
-from refmnn.ops._schema import Attr, InferContext, op
+from refmnn.ops._schema import Attr, InferContext, flag, op
 
 
 def _scalar_int(value: np.ndarray | None, default: int | None = None) -> int | None:
@@ -128,9 +128,8 @@ def _dft_20_infer(ctx: InferContext, x: TensorType | None, *rest: Any, inverse: 
 
 
 _DFT_ATTRS = (
-    Attr("inverse", "int", 0, "1: inverse transform (scaled by 1/n)"),
-    Attr("onesided", "int", 0,
-         "1: forward returns bins 0..n//2 (RFFT); inverse takes them (IRFFT)"),
+    flag("inverse", 0, "1: inverse transform (scaled by 1/n)"),
+    flag("onesided", 0, "1: forward returns bins 0..n//2 (RFFT); inverse takes them (IRFFT)"),
 )
 
 
@@ -189,7 +188,7 @@ def _stft_infer(ctx: InferContext, signal: TensorType | None, frame_step: Tensor
 
 @op("STFT", since=17, inputs=("signal", "frame_step", "window?", "frame_length?"),
     outputs=("output",), infer=_stft_infer, value_inputs=(1, 3),
-    attrs=(Attr("onesided", "int", 1, "1: only bins 0..frame_length//2 are returned"),))
+    attrs=(flag("onesided", 1, "1: only bins 0..frame_length//2 are returned"),))
 def stft(signal: np.ndarray, frame_step: np.ndarray, window: np.ndarray | None = None,
          frame_length: np.ndarray | None = None, *, onesided: int) -> np.ndarray:
     """out[b, f, k] = sum_n window[n] * signal[b, f * frame_step + n] exp(-2 pi j k n / L).
@@ -250,7 +249,7 @@ def _cosine_window(size: np.ndarray, periodic: int, output_datatype: int,
 
 _WINDOW_ATTRS = (
     Attr("output_datatype", "int", 1, "ONNX element type of the output (default float)"),
-    Attr("periodic", "int", 1, "1: periodic window (N = size); 0: symmetric (N = size - 1)"),
+    flag("periodic", 1, "1: periodic window (N = size); 0: symmetric (N = size - 1)"),
 )
 
 

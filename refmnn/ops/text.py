@@ -15,7 +15,7 @@ import numpy as np
 from refmnn.dtypes import DType
 from refmnn.graph import TensorType, ValueType
 from refmnn.ops._infer import broadcast, shape_of
-from refmnn.ops._schema import Attr, InferContext, op
+from refmnn.ops._schema import Attr, InferContext, flag, op
 
 
 def _text(value: Any) -> str:
@@ -63,7 +63,7 @@ def _infer_normalizer(ctx: InferContext, x: ValueType | None, *, case_change_act
 
 @op("StringNormalizer", since=10, inputs=("X",), outputs=("Y",), infer=_infer_normalizer,
     attrs=(Attr("case_change_action", "string", "NONE", "LOWER, UPPER or NONE"),
-           Attr("is_case_sensitive", "int", 0, "compare stopwords case-sensitively"),
+           flag("is_case_sensitive", 0, "compare stopwords case-sensitively"),
            Attr("locale", "string", None, "casing locale (accepted; Python's Unicode casing used)"),
            Attr("stopwords", "strings", None, "elements to remove")))
 def string_normalizer(X: np.ndarray, *, case_change_action: str, is_case_sensitive: int,

@@ -19,6 +19,7 @@ from refmnn.errors import RefmnnError, ShapeError
 from refmnn.graph import Graph, Node, TensorType, ValueType
 from refmnn.ops._schema import InferContext, OpContext, OpDef
 from refmnn.ops.registry import OpRegistry
+from refmnn.schedule.type_constraints import check_input_types
 
 FOLD_LIMIT = 4096
 """Largest number of elements a value may have to be propagated as a known constant."""
@@ -98,6 +99,7 @@ def infer_types(
         out_types: tuple[ValueType | None, ...] = (None,) * len(node.outputs)
         if opdef is not None:
             attrs = opdef.bind_attrs(node.attrs, where=f"node {node.name!r}: ")
+            check_input_types(node, opset, in_types)
             ctx = InferContext(node, opset, values, in_types)
             if opdef.infer is not None:
                 try:
@@ -109,6 +111,7 @@ def infer_types(
                                      f"failed on input types {[str(t) for t in in_types]}: "
                                      f"{type(exc).__name__}: {exc}") from exc
                 out_types = result if isinstance(result, tuple) else (result,)
+                _check_dims(node, opset, in_types, out_types)
             folded = _fold_value(node, opdef, attrs, opset, in_types, values)
             if folded is not None:
                 for name, value in zip(node.outputs, folded, strict=False):
@@ -119,6 +122,19 @@ def infer_types(
             if name:
                 types[name] = out_types[index] if index < len(out_types) else None
     return Inferred(types=types, constants=constants)
+
+
+def _check_dims(node: Node, opset: int, in_types: list[ValueType | None],
+                out_types: tuple[ValueType | None, ...]) -> None:
+    """A rule's output dims must be counts (ints >= 0) or symbols: a negative one comes from
+    attributes or inputs that make no sense (a negative head count, a reversed slice turned
+    into a size), and would otherwise surface later as a wrong-sized buffer."""
+    for index, t in enumerate(out_types):
+        shape = t.shape if isinstance(t, TensorType) else None
+        if shape is not None and any(isinstance(d, int) and d < 0 for d in shape):
+            raise ShapeError(f"node {node.name!r} ({node.op}, opset {opset}): output #{index} "
+                             f"would have the negative dimension(s) of {list(shape)} (inputs "
+                             f"{[str(v) for v in in_types]}); check the node's attributes")
 
 
 def _fold_value(node: Node, opdef: OpDef, attrs: Mapping[str, Any], opset: int,

@@ -56,6 +56,7 @@ _TOL = {DType.float16: Tol(3e-3, 1e-3, "two matmuls and a softmax in float32, ro
 CASES = (
     OpCase("Attention", dtypes=_TYPES, samples=attention_samples, tolerance=_TOL,
            tags=("attention",)),
-    OpCase("RotaryEmbedding", dtypes=_TYPES, samples=rotary_samples, tolerance=_TOL,
+    # RotaryEmbedding's T has no float64 (ONNX schema); bfloat16 would need its own tolerance
+    OpCase("RotaryEmbedding", dtypes=_TYPES[:2], samples=rotary_samples, tolerance=_TOL,
            tags=("attention",)),
 )

@@ -112,7 +112,7 @@ CASES = CASES + (
            tags=("accumulates",)),
     OpCase("LpPool", dtypes=(DType.float32, DType.float16, DType.float64), samples=lp_pool_samples,
            accumulates=_k, tags=("accumulates",)),
-    OpCase("MaxUnpool", dtypes=(DType.float32, DType.float16, DType.int64),
+    OpCase("MaxUnpool", dtypes=(DType.float32, DType.float16, DType.float64),  # T1: floats
            samples=max_unpool_samples),
     OpCase("MaxRoiPool", dtypes=(DType.float32, DType.float64), samples=max_roi_pool_samples),
 )
