@@ -13,6 +13,7 @@ so a user can act on the message without reading refmnn's code.
     ├── ShapeError            a shape or dtype contradiction found by inference or at run time
     ├── OpError               an op failed while running (wraps the underlying exception)
     ├── BackendError          a backend failed to load, prepare or run a kernel
+    ├── ResourceError         a plan needs more memory than the machine or device has
     └── UsageError            an API or command line was called incorrectly
 """
 
@@ -62,6 +63,12 @@ class OpError(RefmnnError):
 
 class BackendError(RefmnnError):
     """A backend failed to load, prepare or run a kernel."""
+
+
+class ResourceError(RefmnnError, MemoryError):
+    """A plan needs more memory than the machine or device can give: the message names the
+    arena's size and the largest values in it with the nodes that make them. Also a
+    :class:`MemoryError`, so code that catches that keeps working."""
 
 
 class UsageError(RefmnnError):

@@ -10,6 +10,7 @@ Value types follow ONNX's type system: :class:`TensorType`, :class:`SequenceType
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -43,7 +44,7 @@ class TensorType:
         """Number of elements, or None when the shape is not fully known."""
         if not self.is_static:
             return None
-        return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+        return math.prod(self.shape)  # type: ignore[arg-type]  # exact (no int64 wrap-around)
 
     def __str__(self) -> str:
         dtype = self.dtype.name if self.dtype else "?"

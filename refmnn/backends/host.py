@@ -6,6 +6,7 @@ bytes at an offset. Two host-memory backends share tensors without copies.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,7 @@ class HostMemory:
     def view(self, buffer: Buffer, offset: int, type: TensorType) -> np.ndarray:
         assert type.dtype is not None and type.shape is not None
         dtype = type.dtype.numpy
-        count = int(np.prod(type.shape, dtype=np.int64)) if type.shape else 1
+        count = math.prod(type.shape)
         raw = buffer.handle[offset:offset + count * dtype.itemsize]
         return raw.view(dtype).reshape(type.shape)
 

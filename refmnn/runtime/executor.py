@@ -10,16 +10,18 @@ copies in order, and downloads the outputs.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NoReturn
 
 import numpy as np
 
-from refmnn.backends.base import Backend, Kernel, Storage
+from refmnn.backends.base import Backend, Buffer, Kernel, Storage
 from refmnn.backends.reference import ReferenceBackend, Slot
-from refmnn.errors import OpError, RefmnnError, node_context
+from refmnn.errors import OpError, RefmnnError, ResourceError, node_context
 from refmnn.ops._schema import OpContext
 from refmnn.runtime.interpreter import Callback, Runner
+from refmnn.schedule.memory import format_bytes
 from refmnn.schedule.plan import ALIAS, REFERENCE, CopyStep, Plan, RunStep
 
 
@@ -46,7 +48,7 @@ class Prepared:
         self.plan = plan
         self.backends = backends
         self.runner = runner
-        self.buffers = {name: backends[name].allocate(arena.peak, Storage.ARENA)
+        self.buffers = {name: _allocate(backends[name], arena.peak, Storage.ARENA, plan)
                         for name, arena in plan.arenas.items()}
         self.tensors: dict[str, Any] = dict(plan.graph.initializers)
         self._statics = []
@@ -56,7 +58,7 @@ class Prepared:
                 self.tensors[key] = backend.view(self.buffers[slot.backend], slot.offset, slot.type)  # type: ignore[arg-type]
             elif slot.storage is Storage.STATIC:
                 source = plan.graph.initializers[key.rsplit("@", 1)[0]]
-                buffer = backend.allocate(int(source.nbytes), Storage.STATIC)
+                buffer = _allocate(backend, int(source.nbytes), Storage.STATIC, plan)
                 self._statics.append((backend, buffer))
                 tensor = backend.view(buffer, 0, slot.type)  # type: ignore[arg-type]
                 backend.upload(source, tensor)
@@ -81,7 +83,7 @@ class Prepared:
             kernel.prepare(spec)
             workspace[step.backend] = max(workspace.get(step.backend, 0), kernel.workspace_bytes)
             self.kernels.append(kernel)
-        self.workspaces = {name: backends[name].allocate(size, Storage.WORKSPACE)
+        self.workspaces = {name: _allocate(backends[name], size, Storage.WORKSPACE, plan)
                            for name, size in workspace.items() if size}
         self._program: list[tuple[RunStep | CopyStep, Kernel | None,
                                   Callable[[], None] | None]] | None = None
@@ -236,3 +238,43 @@ def _scheme(backend: Backend, step: RunStep) -> Any:
                     return scheme
     raise OpError(f"backend {backend.name!r} has no scheme {step.scheme!r} for {step.node.op}")
 
+
+def _physical_memory() -> int | None:
+    """The machine's physical memory in bytes, None where the OS does not say."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _allocate(backend: Backend, nbytes: int, storage: Storage, plan: Plan) -> Buffer:
+    """``backend.allocate``, with a :class:`ResourceError` instead of a bare MemoryError, and
+    before trying at all when a host buffer would exceed the machine's physical memory (the OS
+    may hand out such an allocation lazily, and then kill the process when it is written)."""
+    memory = _physical_memory() if getattr(backend, "host_memory", False) else None
+    failure: BaseException | None = None
+    if memory is None or nbytes <= memory:
+        try:
+            return backend.allocate(nbytes, storage)
+        except MemoryError as exc:
+            failure = exc
+    where = f" (the machine has {format_bytes(memory)})" if memory is not None else ""
+    error = ResourceError(f"backend {backend.name!r} cannot allocate {format_bytes(nbytes)} for "
+                          f"its {storage.name.lower()} buffer{where}; "
+                          f"the largest values: {_largest_values(plan, backend.name)}")
+    raise error from failure
+
+
+def _largest_values(plan: Plan, backend: str, count: int = 3) -> str:
+    """The ``count`` largest planned values of a backend, each with the node that makes it."""
+    makers = {key: step for step in plan.steps if isinstance(step, RunStep)
+              for key in step.outputs if key}
+    slots = sorted((s for s in plan.slots.values() if s.backend == backend and s.nbytes),
+                   key=lambda s: -s.nbytes)[:count]
+    described = []
+    for slot in slots:
+        step = makers.get(slot.key)
+        maker = (f"output of node {step.node.name!r} ({step.node.op}, opset {step.opset})"
+                 if step is not None else "a graph input or weight")
+        described.append(f"{slot.key} {slot.type} {format_bytes(slot.nbytes)}, {maker}")
+    return "; ".join(described) or "none planned"

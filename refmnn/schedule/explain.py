@@ -4,16 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from refmnn.schedule.memory import format_bytes
+
 if TYPE_CHECKING:
     from refmnn.schedule.plan import Plan
-
-
-def _fmt_bytes(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return str(n)
 
 
 def memory_summary(plan: Plan) -> list[str]:
@@ -21,9 +15,9 @@ def memory_summary(plan: Plan) -> list[str]:
     lines = ["memory:"]
     for backend, arena in sorted(plan.arenas.items()):
         ratio = arena.peak / arena.lower_bound if arena.lower_bound else 1.0
-        lines.append(f"  {backend}: arena peak {_fmt_bytes(arena.peak)} ({arena.peak} B), "
-                     f"sum of activations {_fmt_bytes(arena.total)} ({arena.total} B), "
-                     f"lower bound {_fmt_bytes(arena.lower_bound)} ({arena.lower_bound} B), "
+        lines.append(f"  {backend}: arena peak {format_bytes(arena.peak)} ({arena.peak} B), "
+                     f"sum of activations {format_bytes(arena.total)} ({arena.total} B), "
+                     f"lower bound {format_bytes(arena.lower_bound)} ({arena.lower_bound} B), "
                      f"peak/lower bound {ratio:.3f}")
     dynamic = [s.key for s in plan.slots.values() if s.storage is None]
     if dynamic:

@@ -25,6 +25,18 @@ def align(nbytes: int, alignment: int = ALIGNMENT) -> int:
     return max(alignment, -(-nbytes // alignment) * alignment)
 
 
+def format_bytes(n: int) -> str:
+    """``n`` bytes for a person: ``512 B``, ``1.50 KiB``, ... up to TiB."""
+    if abs(n) < 1024:
+        return f"{n:.0f} B"
+    size = float(n)
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        size /= 1024
+        if abs(size) < 1024 or unit == "TiB":
+            break
+    return f"{size:.2f} {unit}"
+
+
 @dataclass(frozen=True, slots=True)
 class Interval:
     """One value to place: a key, its size in bytes and its live range (inclusive)."""
