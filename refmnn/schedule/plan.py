@@ -233,7 +233,7 @@ def _runs(spec: NodeSpec) -> tuple[str, list[int]] | None:
         return ("view", [0]) if len(node.outputs) == 1 else None
     if (node.domain, node.op) in (("", "Split"), ("", "Concat")):
         shape = [int(d) for d in first.shape]  # type: ignore[union-attr]
-        axis = spec.attrs["axis"] % max(len(shape), 1)
+        axis = (spec.attrs["axis"] or 0) % max(len(shape), 1)  # Split-1's may be absent: 0
         if int(np.prod(shape[:axis], dtype=np.int64)) != 1:
             return None
         parts = spec.outputs if node.op == "Split" else spec.inputs

@@ -96,6 +96,8 @@ def _inline(model: onnx.ModelProto, registry: OpRegistry, opsets: dict[str, int]
             opsets.setdefault("" if entry.domain == "ai.onnx" else entry.domain, int(entry.version))
 
     def lookup(node: onnx.NodeProto) -> onnx.FunctionProto | None:
+        _text_field(node.op_type, f"the op type of node {node.name!r}")
+        _text_field(node.domain, f"the domain of node {node.name!r} ({node.op_type})")
         key = (node.domain, node.op_type, getattr(node, "overload", ""))
         if key in local:
             return local[key]
@@ -159,29 +161,51 @@ class _Ctx:
 
 def convert_graph(proto: onnx.GraphProto, ctx: _Ctx) -> Graph:
     """Convert a GraphProto (the main graph or a subgraph) with its initializers."""
-    initializers = {t.name: to_array(t, ctx.base_dir) for t in proto.initializer}
+    initializers = {_text_field(t.name, "an initializer's name"): to_array(t, ctx.base_dir)
+                    for t in proto.initializer}
     for sparse in proto.sparse_initializer:
         initializers[sparse.values.name] = sparse_to_array(sparse, ctx.base_dir)
-    inputs = tuple(Value(v.name, to_type(v.type)) for v in proto.input if v.name not in initializers)
-    outputs = tuple(Value(v.name, to_type(v.type)) for v in proto.output)
-    value_info = {v.name: to_type(v.type) for v in proto.value_info if v.type.WhichOneof("value")}
+    inputs = tuple(_value(v) for v in proto.input if v.name not in initializers)
+    outputs = tuple(_value(v) for v in proto.output)
+    value_info = {v.name: _value(v).type for v in proto.value_info if v.type.WhichOneof("value")}
     nodes = []
     used_names: set[str] = set()
     for index, n in enumerate(proto.node):
-        name = n.name or f"{n.op_type}_{index}"
+        op_type = _text_field(n.op_type, f"the op type of node #{index}")
+        name = _text_field(n.name, f"the name of node #{index} ({op_type})") or \
+            f"{op_type}_{index}"
         while name in used_names:
             ctx.counter += 1
             name = f"{name}_{ctx.counter}"
         used_names.add(name)
+        where = f"node {name!r} ({op_type})"
         try:
             attrs = {a.name: convert_attribute(a, ctx) for a in n.attribute}
         except ModelError as exc:
-            raise ModelError(f"node {name!r} ({n.op_type}): {exc}") from exc
-        nodes.append(Node(name=name, op=n.op_type, domain=n.domain, inputs=tuple(n.input),
-                          outputs=tuple(n.output), attrs=attrs))
+            raise ModelError(f"{where}: {exc}") from exc
+        nodes.append(Node(name=name, op=op_type, domain=_text_field(n.domain, f"{where}'s domain"),
+                          inputs=tuple(_text_field(x, f"an input name of {where}") for x in n.input),
+                          outputs=tuple(_text_field(x, f"an output name of {where}")
+                                        for x in n.output), attrs=attrs))
     return Graph(nodes=tuple(nodes), inputs=inputs, outputs=outputs, initializers=initializers,
                  opsets=dict(ctx.opsets), value_info=value_info, name=proto.name or "graph",
                  ir_version=ctx.ir_version)
+
+
+def _text_field(value: str | bytes, what: str) -> str:
+    """A string field of the proto: protobuf hands back bytes where it is not valid UTF-8."""
+    if isinstance(value, str):
+        return value
+    raise ModelError(f"{what} is not valid UTF-8: {value!r}")
+
+
+def _value(proto: onnx.ValueInfoProto) -> Value:
+    """A graph input, output or value_info entry as a Value, its type converted."""
+    name = _text_field(proto.name, "a value's name")
+    try:
+        return Value(name, to_type(proto.type))
+    except ModelError as exc:
+        raise ModelError(f"value {name!r}: {exc}") from exc
 
 
 def from_onnx(source: Source, registry: OpRegistry, *, check: bool = True) -> Graph:

@@ -104,7 +104,10 @@ def to_type(proto: onnx.TypeProto) -> ValueType | None:
     which = proto.WhichOneof("value")
     if which == "tensor_type" or which == "sparse_tensor_type":
         tt = getattr(proto, which)
-        dtype = DType.from_onnx(tt.elem_type) if tt.elem_type else None
+        try:
+            dtype = DType.from_onnx(tt.elem_type) if tt.elem_type else None
+        except ValueError:
+            raise ModelError(f"unknown element type code {tt.elem_type}") from None
         if not tt.HasField("shape"):
             return TensorType(dtype, None)
         dims: list[int | str | None] = []
