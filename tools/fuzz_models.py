@@ -1,0 +1,272 @@
+"""Mutate the official ONNX node cases and check that refmnn fails cleanly (or agrees).
+
+    .venv/bin/python tools/fuzz_models.py                      # every case, 3 mutations each
+    .venv/bin/python tools/fuzz_models.py --stop 300 --seeds 1 --diff
+    .venv/bin/python tools/fuzz_models.py --bytes              # corrupt the serialized bytes
+
+Each of the installed onnx package's node cases (a one-node model with its inputs) is copied
+and mutated by a seeded random edit, sometimes two: an attribute set to an odd value (negative,
+zero, huge, NaN, another mode string), an attribute or input dropped or added, the op type
+swapped, the opset changed, a declared input dim or dtype changed, an initializer's dims
+changed, an output renamed or two inputs swapped. With ``--bytes`` the serialized model is
+truncated or has one to four bytes overwritten instead. The mutated model is then loaded and
+run on the reference with the case's own inputs. The outcome of each is one of:
+
+* ``ok``: it ran (with ``--diff``, and onnx.reference also ran it, the outputs agree);
+* ``refused``: a :class:`refmnn.RefmnnError` (the contract for bad input);
+* ``BUG``: any other exception -- refmnn let bad input through to a raw NumPy or Python
+  error (the tool prints the exception and the innermost frames);
+* ``HANG``: no answer within ``--timeout`` seconds;
+* ``DIFF`` (``--diff`` only): refmnn and onnx.reference both ran and disagree beyond rtol 1e-3,
+  atol 1e-4. onnx.reference is not always right, so a DIFF is a lead to read, not a verdict.
+
+The process caps its address space (``--memory-limit``, GiB) so that a mutation asking for an
+absurd tensor fails fast instead of swapping. One JSON line per mutation goes to ``--out``
+(default: stdout) and a summary with every BUG, HANG and DIFF goes to stderr; the exit status
+is 1 when there was any BUG or HANG. The same seed gives the same mutations, so a finding is
+reproduced with ``--start I --stop I+1 --first-seed S --seeds 1``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import signal
+import sys
+import traceback
+import warnings
+from collections import Counter
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import AttributeProto
+
+INTS = (-(2**31), -100, -5, -2, -1, 0, 1, 2, 3, 5, 7, 64, 2**31 - 1, 2**40)
+FLOATS = (float("nan"), float("inf"), -float("inf"), -1.0, 0.0, 1e30, -1e-30, 2.5)
+STRINGS = (b"", b"bogus", b"NOTSET", b"SAME_UPPER", b"VALID", b"constant", b"reflect",
+           b"linear", b"cubic", b"nearest", b"half_pixel", b"CRD", b"DCR", b"tanh", b"none")
+OPS = ("Add", "Conv", "MatMul", "Reshape", "Gather", "Slice", "Pad", "Resize", "Concat",
+       "Split", "Transpose", "ReduceSum", "Softmax", "Cast", "Expand", "Tile", "TopK", "Where",
+       "Loop", "If", "Scan", "Einsum", "NonZero", "Unique", "ConstantOfShape", "Range",
+       "CumSum", "MaxPool", "AveragePool", "BatchNormalization", "LSTM", "GRU", "RNN",
+       "Squeeze")
+OPSETS = (1, 5, 6, 7, 9, 11, 13, 17, 20, 23, 25, 30)
+
+
+def _mutate_attribute(attr: AttributeProto, rng: random.Random) -> None:
+    """Give ``attr`` an odd value of its own kind (or drop an entry of a list)."""
+    if attr.type == AttributeProto.INT:
+        attr.i = rng.choice(INTS)
+    elif attr.type == AttributeProto.INTS:
+        if attr.ints and rng.random() < 0.6:
+            attr.ints[rng.randrange(len(attr.ints))] = rng.choice(INTS)
+        elif attr.ints and rng.random() < 0.5:
+            del attr.ints[-1]
+        else:
+            attr.ints.append(rng.choice(INTS))
+    elif attr.type == AttributeProto.FLOAT:
+        attr.f = rng.choice(FLOATS)
+    elif attr.type == AttributeProto.FLOATS and attr.floats:
+        attr.floats[rng.randrange(len(attr.floats))] = rng.choice(FLOATS)
+    elif attr.type == AttributeProto.STRING:
+        attr.s = rng.choice(STRINGS)
+    elif attr.type == AttributeProto.TENSOR and attr.t.dims:
+        attr.t.dims[rng.randrange(len(attr.t.dims))] = rng.choice((0, 1, 2, 3, 7))
+
+
+def mutate(model: onnx.ModelProto, rng: random.Random) -> str:
+    """Apply one random edit to ``model`` in place; returns what it did."""
+    graph = model.graph
+    node = rng.choice(list(graph.node)) if graph.node else None
+    kind = rng.randrange(12)
+    if kind <= 4 and node is not None and node.attribute:
+        attr = rng.choice(list(node.attribute))
+        if kind == 4 or attr.type not in (AttributeProto.INT, AttributeProto.INTS,
+                                          AttributeProto.FLOAT, AttributeProto.FLOATS,
+                                          AttributeProto.STRING, AttributeProto.TENSOR):
+            node.attribute.remove(attr)
+            return f"drop attribute {node.op_type}.{attr.name}"
+        _mutate_attribute(attr, rng)
+        return f"attribute {node.op_type}.{attr.name}"
+    if kind == 5 and node is not None:
+        if node.input and rng.random() < 0.5:
+            del node.input[-1]
+            return f"drop last input of {node.op_type}"
+        node.input.append(rng.choice(("", node.input[0] if node.input else "", "nonexistent")))
+        return f"add an input to {node.op_type}"
+    if kind == 6 and node is not None:
+        old, node.op_type = node.op_type, rng.choice(OPS)
+        return f"op {old} -> {node.op_type}"
+    if kind == 7 and model.opset_import:
+        opset = rng.choice(list(model.opset_import))
+        opset.version = rng.choice(OPSETS)
+        return f"opset {opset.domain or 'ai.onnx'} {opset.version}"
+    if kind == 8 and graph.input:
+        value = rng.choice(list(graph.input))
+        dims = value.type.tensor_type.shape.dim
+        if not dims:
+            value.type.tensor_type.elem_type = rng.choice((1, 2, 6, 7, 9, 10, 11, 16))
+            return f"dtype of input {value.name}"
+        dim = dims[rng.randrange(len(dims))]
+        if rng.random() < 0.5:
+            dim.dim_value = rng.choice((0, 1, 2, 5, 1000))
+        else:
+            dim.dim_param = "N"
+        return f"a dim of input {value.name}"
+    if kind == 9 and graph.initializer:
+        tensor = rng.choice(list(graph.initializer))
+        if tensor.dims:
+            tensor.dims[rng.randrange(len(tensor.dims))] += rng.choice((-1, 1, 5))
+        return f"dims of initializer {tensor.name}"
+    if kind == 10 and node is not None and node.output:
+        node.output[0] = rng.choice(("", "renamed", node.input[0] if node.input else "z"))
+        return f"first output of {node.op_type}"
+    if node is not None and len(node.input) >= 2:
+        i, j = rng.sample(range(len(node.input)), 2)
+        node.input[i], node.input[j] = node.input[j], node.input[i]
+        return f"swap inputs {i} and {j} of {node.op_type}"
+    return "none"
+
+
+def mutated(case: Any, index: int, seed: int) -> tuple[onnx.ModelProto, str]:
+    """Case ``index``'s model after the edits of ``seed`` (one, half the time two)."""
+    rng = random.Random(index * 1000 + seed)
+    model = onnx.ModelProto()
+    model.CopyFrom(case.model)
+    what = mutate(model, rng)
+    if rng.random() < 0.5:
+        what += "; " + mutate(model, rng)
+    return model, what
+
+
+def corrupted(case: Any, index: int, seed: int) -> tuple[bytes, str]:
+    """Case ``index``'s serialized model, truncated or with a few bytes overwritten."""
+    rng = random.Random(index * 1000 + seed)
+    data = bytearray(case.model.SerializeToString())
+    if rng.random() < 1 / 3:
+        cut = rng.randrange(len(data))
+        return bytes(data[:cut]), f"truncated to {cut} of {len(data)} bytes"
+    where = [rng.randrange(len(data)) for _ in range(rng.randint(1, 4))]
+    for position in where:
+        data[position] = rng.randrange(256)
+    return bytes(data), f"bytes {where} overwritten"
+
+
+def feeds_of(case: Any) -> dict[str, np.ndarray]:
+    """The case's first set of inputs, by the original model's input names."""
+    initialized = {t.name for t in case.model.graph.initializer}
+    names = [v.name for v in case.model.graph.input if v.name not in initialized]
+    return dict(zip(names, case.data_sets[0][0], strict=False))
+
+
+def compare(model: onnx.ModelProto, feeds: dict[str, np.ndarray],
+            got: dict[str, Any]) -> str | None:
+    """How refmnn's outputs differ from onnx.reference's (None: they agree, or it failed)."""
+    from onnx.reference import ReferenceEvaluator
+
+    try:
+        want = ReferenceEvaluator(model).run(None, feeds)
+    except Exception:
+        return None
+    for output, expected in zip(model.graph.output, want, strict=False):
+        actual = got.get(output.name)
+        if actual is None or expected is None or isinstance(expected, list):
+            continue
+        a, e = np.asarray(actual), np.asarray(expected)
+        if a.shape != e.shape:
+            return f"{output.name}: shape {a.shape}, onnx.reference {e.shape}"
+        if a.dtype.kind in "fc" and e.dtype.kind in "fc":
+            bad = ~np.isclose(a.astype(np.complex128), e.astype(np.complex128), rtol=1e-3,
+                              atol=1e-4, equal_nan=True)
+        elif a.dtype.kind in "biuf" and e.dtype.kind in "biuf":
+            bad = a != e
+        else:
+            continue
+        if np.any(bad):
+            return (f"{output.name}: {int(np.sum(bad))} of {bad.size} differ, e.g. "
+                    f"{a[bad][:3]} against {e[bad][:3]}")
+    return None
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _alarm(signum: int, frame: Any) -> None:
+    raise _Timeout
+
+
+def run_one(model: onnx.ModelProto | bytes, feeds: dict[str, np.ndarray], diff: bool,
+            timeout: int) -> dict[str, Any]:
+    """Load and run one mutated model; the outcome as a JSON-ready dict."""
+    import refmnn
+
+    signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(timeout)
+    data = model if isinstance(model, bytes) else model.SerializeToString()
+    try:
+        got = refmnn.Session(data).run(feeds)
+    except refmnn.RefmnnError as exc:
+        return {"status": "refused", "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+    except _Timeout:
+        return {"status": "HANG"}
+    except Exception as exc:
+        frames = traceback.extract_tb(exc.__traceback__)[-3:]
+        return {"status": "BUG", "error": f"{type(exc).__name__}: {str(exc)[:300]}",
+                "where": [f"{f.filename}:{f.lineno} {f.name}" for f in frames]}
+    finally:
+        signal.alarm(0)
+    difference = compare(model, feeds, got) if diff and not isinstance(model, bytes) else None
+    return {"status": "DIFF", "diff": difference} if difference else {"status": "ok"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--start", type=int, default=0, help="first case index")
+    parser.add_argument("--stop", type=int, default=None, help="one past the last case index")
+    parser.add_argument("--seeds", type=int, default=3, help="mutations per case")
+    parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--diff", action="store_true", help="also compare with onnx.reference")
+    parser.add_argument("--bytes", action="store_true", help="corrupt the serialized bytes")
+    parser.add_argument("--timeout", type=int, default=20, help="seconds per mutation")
+    parser.add_argument("--memory-limit", type=float, default=6.0, help="GiB of address space")
+    parser.add_argument("--out", default="-", help="JSON lines file (default: stdout)")
+    args = parser.parse_args(argv)
+
+    limit = int(args.memory_limit * 2**30)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    warnings.simplefilter("ignore")  # the cases' own generators and odd values warn a lot
+    from onnx.backend.test.case.node import collect_testcases
+
+    cases = collect_testcases(None)
+    out = sys.stdout if args.out == "-" else open(args.out, "w")  # noqa: SIM115
+    counts: Counter[str] = Counter()
+    findings = []
+    stop = len(cases) if args.stop is None else min(args.stop, len(cases))
+    for index in range(args.start, stop):
+        case = cases[index]
+        if not case.data_sets:
+            continue
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
+            model, what = (corrupted if args.bytes else mutated)(case, index, seed)
+            record = {"case": case.name, "index": index, "seed": seed, "mutation": what,
+                      **run_one(model, feeds_of(case), args.diff, args.timeout)}
+            counts[record["status"]] += 1
+            if record["status"] in ("BUG", "HANG", "DIFF"):
+                findings.append(record)
+            print(json.dumps(record), file=out, flush=True)
+    print(f"{sum(counts.values())} mutations: " +
+          ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), file=sys.stderr)
+    for record in findings:
+        print(f"{record['status']} {record['case']} (--start {record['index']} --first-seed "
+              f"{record['seed']}): {record['mutation']}: "
+              f"{record.get('error') or record.get('diff') or ''} {record.get('where', '')}",
+              file=sys.stderr)
+    return 1 if counts["BUG"] or counts["HANG"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
