@@ -8,6 +8,7 @@ unless ``--traceback`` is given.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -27,6 +28,8 @@ def _parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
         shape = tuple(int(d) for d in dims.split(",") if d.strip())
     except ValueError:
         raise UsageError(f"--shape {text!r}: dims must be integers") from None
+    if any(d < 0 for d in shape):
+        raise UsageError(f"--shape {text!r}: dims must be >= 0")
     return name, shape
 
 
@@ -103,17 +106,31 @@ def cmd_run(args: argparse.Namespace) -> int:
     if unknown:
         raise UsageError(f"unknown input name(s) {unknown}; the model's inputs are "
                          f"{[v.name for v in session.inputs]}")
+    out = _output_dir(args.output_dir) if args.output_dir else None  # before the run's work
     feeds = load_or_make_feeds(session.inputs, shapes, given, args.seed)
     outputs = session.run(feeds)
     for name, value in outputs.items():
         print(summarize(name, value))
-    if args.output_dir:
-        out = Path(args.output_dir)
-        out.mkdir(parents=True, exist_ok=True)
+    if out is not None:
         for name, value in outputs.items():
-            np.save(out / f"{_safe(name)}.npy", np.asarray(value))
+            try:
+                np.save(out / f"{_safe(name)}.npy", np.asarray(value))
+            except OSError as exc:
+                raise UsageError(f"--output-dir {out}: cannot write {name!r}: {exc}") from None
         print(f"saved {len(outputs)} output(s) to {out}")
     return 0
+
+
+def _output_dir(text: str) -> Path:
+    """The --output-dir folder, made if needed (a UsageError when it cannot be)."""
+    out = Path(text)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--output-dir {text}: cannot create it: {exc}") from None
+    if not os.access(out, os.W_OK):
+        raise UsageError(f"--output-dir {text}: not writable")
+    return out
 
 
 def load_or_make_feeds(inputs: Sequence[Any], shapes: dict[str, tuple[int, ...]],

@@ -231,6 +231,9 @@ def check_feeds(declared: Sequence[Value], feeds: Mapping[str, Any]) -> dict[str
     Symbolic dims must be bound consistently: the same symbol has one size in one run.
     """
     names = [v.name for v in declared]
+    if not isinstance(feeds, Mapping):
+        raise InputError(f"feeds must map input names to values, got {type(feeds).__name__}; "
+                         f"the model's inputs are {names}")
     unknown = sorted(set(feeds) - set(names))
     missing = [n for n in names if n not in feeds]
     if unknown or missing:

@@ -50,6 +50,17 @@ def test_symbolic_dim_without_shape_is_an_error_naming_it(tmp_path, capsys):
     assert "Y: float32[4, 3]" in capsys.readouterr().out
 
 
+def test_negative_shape_and_unusable_output_dir_are_usage_errors(model_path, tmp_path, capsys):
+    assert main(["run", str(model_path), "--shape", "A=-1,3"]) == 2
+    assert "--shape 'A=-1,3': dims must be >= 0" in capsys.readouterr().err
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert main(["run", str(model_path), "--output-dir", str(blocker / "out")]) == 2
+    err = capsys.readouterr()
+    assert f"--output-dir {blocker / 'out'}: cannot create it" in err.err
+    assert "Y:" not in err.out  # refused before running, not after the work was done
+
+
 def test_info_lists_everything(tmp_path, capsys):
     f = TensorProto.FLOAT
     nodes = [helper.make_node("Relu", ["A"], ["B"], name="r"),

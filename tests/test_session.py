@@ -67,6 +67,13 @@ def test_missing_and_unknown_feeds_are_named():
         sess.run({"A": np.zeros((2, 3), np.float32), "C": np.zeros(1)})
 
 
+@pytest.mark.parametrize("feeds", ["AB", [np.ones((2, 3), np.float32)] * 2, None])
+def test_feeds_that_are_not_a_mapping_are_an_input_error(feeds):
+    with pytest.raises(InputError, match=r"feeds must map input names to values, got "
+                                         r"(str|list|NoneType); the model's inputs are \['A', 'B'\]"):
+        refmnn.Session(add_relu_model()).run(feeds)
+
+
 def test_wrong_dtype_is_an_input_error():
     sess = refmnn.Session(add_relu_model())
     feeds = _feeds()
