@@ -4,8 +4,9 @@
     .venv/bin/python tools/fuzz_models.py --stop 300 --seeds 1 --diff
     .venv/bin/python tools/fuzz_models.py --bytes              # corrupt the serialized bytes
 
-Each of the installed onnx package's node cases (a one-node model with its inputs) is copied
-and mutated by a seeded random edit, sometimes two: an attribute set to an odd value (negative,
+Each of the installed onnx package's node cases (a one-node model with its inputs; the
+expanded ones and control flow have more, subgraphs included) is copied and mutated by a
+seeded random edit, sometimes two: an attribute set to an odd value (negative,
 zero, huge, NaN, another mode string), an attribute or input dropped or added, the op type
 swapped, the opset changed, a declared input dim or dtype changed, an initializer's dims
 changed, an output renamed or two inputs swapped. With ``--bytes`` the serialized model is
@@ -77,10 +78,22 @@ def _mutate_attribute(attr: AttributeProto, rng: random.Random) -> None:
         attr.t.dims[rng.randrange(len(attr.t.dims))] = rng.choice((0, 1, 2, 3, 7))
 
 
+def _nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
+    """The graph's nodes and those of every subgraph (If branches, Loop and Scan bodies)."""
+    found = []
+    for node in graph.node:
+        found.append(node)
+        for attr in node.attribute:
+            for sub in ([attr.g] if attr.type == AttributeProto.GRAPH else list(attr.graphs)):
+                found.extend(_nodes(sub))
+    return found
+
+
 def mutate(model: onnx.ModelProto, rng: random.Random) -> str:
     """Apply one random edit to ``model`` in place; returns what it did."""
     graph = model.graph
-    node = rng.choice(list(graph.node)) if graph.node else None
+    nodes = _nodes(graph)
+    node = rng.choice(nodes) if nodes else None
     kind = rng.randrange(12)
     if kind <= 4 and node is not None and node.attribute:
         attr = rng.choice(list(node.attribute))
