@@ -13,6 +13,7 @@ from onnx import TensorProto, helper
 
 import refmnn
 from refmnn import ModelError, ResourceError, ShapeError, TensorType
+from refmnn.backends import BackendRegistry
 from refmnn.backends.host import HostMemory
 from refmnn.dtypes import DType
 from refmnn.ops import default_registry
@@ -165,6 +166,30 @@ def test_format_bytes():
         ["0 B", "1023 B", "1.50 KiB", "3.00 GiB", "5.00 TiB", "1048576.00 TiB"]
 
 
+def _fuzz(tmp_path, *args: str) -> tuple[subprocess.CompletedProcess, int]:
+    """tools/fuzz_models.py over every case; (the process, the number of mutations run)."""
+    out = tmp_path / "fuzz.jsonl"
+    result = subprocess.run([sys.executable, str(ROOT / "tools" / "fuzz_models.py"),
+                             "--memory-limit", "4", "--out", str(out), *args],
+                            capture_output=True, text=True, timeout=1800, cwd=ROOT)
+    print("\n".join(result.stderr.strip().splitlines()[-20:]))
+    return result, out.read_text().count("\n")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["numba", "opencl"])
+def test_mutated_official_cases_agree_on_each_backend(tmp_path, backend):
+    """Each mutated case the reference runs gives the same outputs with the model placed on
+    the backend (tools/fuzz_models.py --backend). This found OpenCL buffers handed to a
+    subgraph as they were (test_opencl_backend: a subgraph reads an outer value)."""
+    info = BackendRegistry().info(backend)
+    if not info.available:
+        pytest.skip(f"backend {backend} not available here: {info.reason}")
+    result, count = _fuzz(tmp_path, "--seeds", "1", "--first-seed", "1", "--backend", backend)
+    assert count >= 1800, result.stderr[-2000:]
+    assert result.returncode == 0, result.stderr[-5000:]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("mode", "seeds"), [("structure", 2), ("bytes", 1)])
 def test_mutated_official_cases_fail_cleanly(tmp_path, mode, seeds):
@@ -173,11 +198,7 @@ def test_mutated_official_cases_fail_cleanly(tmp_path, mode, seeds):
     or raises a RefmnnError: no raw exception, no hang. Before the checks above, 5,600
     structural mutations gave 13 raw MemoryErrors and ValueErrors, and 4,000 byte corruptions
     12 raw errors (names that are not UTF-8, unknown element types)."""
-    out = tmp_path / "fuzz.jsonl"
-    command = [sys.executable, str(ROOT / "tools" / "fuzz_models.py"), "--seeds", str(seeds),
-               "--memory-limit", "4", "--out", str(out)] + (["--bytes"] if mode == "bytes" else [])
-    result = subprocess.run(command, capture_output=True, text=True, timeout=1200, cwd=ROOT)
-    summary = result.stderr.strip().splitlines()
-    print("\n".join(summary[-20:]))
-    assert out.read_text().count("\n") >= 1800 * seeds, summary[-5:]  # every case ran
-    assert result.returncode == 0, "\n".join(summary)
+    extra = ["--bytes"] if mode == "bytes" else []
+    result, count = _fuzz(tmp_path, "--seeds", str(seeds), *extra)
+    assert count >= 1800 * seeds, result.stderr[-2000:]  # every case ran
+    assert result.returncode == 0, result.stderr[-5000:]

@@ -751,3 +751,25 @@ def test_gather_index_out_of_range_is_an_error_naming_the_node():
     got = session.run({"X": x, "I": np.array([-1, 2], np.int64)})["Y"]
     np.testing.assert_array_equal(got, x[:, [3, 2]])
     assert session._last.backends["opencl"].stats["finish"] == 3  # one sync per run, errors too
+
+
+def test_a_subgraph_reads_an_outer_value_held_on_the_device():  # type: ignore[no-untyped-def]
+    """If runs on the reference; the branch reads ``r``, which Relu left in an OpenCL buffer:
+    the branch must see its values (downloaded), not the device tensor."""
+    f = TensorProto.FLOAT
+    then_branch = helper.make_graph([helper.make_node("Add", ["r", "r"], ["t"])], "then", [],
+                                    [helper.make_tensor_value_info("t", f, [2, 3])])
+    else_branch = helper.make_graph([helper.make_node("Neg", ["r"], ["e"])], "else", [],
+                                    [helper.make_tensor_value_info("e", f, [2, 3])])
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("If", ["c"], ["y"], name="if", then_branch=then_branch,
+                              else_branch=else_branch)]
+    model = make_model(nodes, [("x", f, [2, 3]), ("c", TensorProto.BOOL, [])], [("y", f, [2, 3])])
+    session = opencl_session(model)
+    x = randn(2, 3)
+    placed = {s.node.name: s.backend for s in session.resize({"x": (2, 3), "c": ()}).steps
+              if isinstance(s, RunStep)}
+    assert placed == {"relu": "opencl", "if": "reference"}
+    for c in (True, False):
+        got = session.run({"x": x, "c": np.array(c)})["y"]
+        np.testing.assert_array_equal(got, 2 * np.maximum(x, 0) if c else -np.maximum(x, 0))

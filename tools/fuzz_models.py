@@ -3,6 +3,7 @@
     .venv/bin/python tools/fuzz_models.py                      # every case, 3 mutations each
     .venv/bin/python tools/fuzz_models.py --stop 300 --seeds 1 --diff
     .venv/bin/python tools/fuzz_models.py --bytes              # corrupt the serialized bytes
+    .venv/bin/python tools/fuzz_models.py --backend numba      # and check a backend against it
 
 Each of the installed onnx package's node cases (a one-node model with its inputs; the
 expanded ones and control flow have more, subgraphs included) is copied and mutated by a
@@ -19,12 +20,16 @@ run on the reference with the case's own inputs. The outcome of each is one of:
   error (the tool prints the exception and the innermost frames);
 * ``HANG``: no answer within ``--timeout`` seconds;
 * ``DIFF`` (``--diff`` only): refmnn and onnx.reference both ran and disagree beyond rtol 1e-3,
-  atol 1e-4. onnx.reference is not always right, so a DIFF is a lead to read, not a verdict.
+  atol 1e-4. onnx.reference is not always right, so a DIFF is a lead to read, not a verdict;
+* ``BACKEND-DIFF`` / ``BACKEND-REFUSED`` (``--backend NAME``): the reference ran, and the same
+  model placed on that backend (falling back to the reference where it has no kernel) gave
+  different outputs (same tolerance), or raised a RefmnnError. The reference is the spec, so
+  both are the backend's to fix (or to decline in its ``applies``).
 
 The process caps its address space (``--memory-limit``, GiB) so that a mutation asking for an
 absurd tensor fails fast instead of swapping. One JSON line per mutation goes to ``--out``
-(default: stdout) and a summary with every BUG, HANG and DIFF goes to stderr; the exit status
-is 1 when there was any BUG or HANG. The same seed gives the same mutations, so a finding is
+(default: stdout) and a summary with every finding goes to stderr; the exit status is 1 when
+there was any finding other than a DIFF. The same seed gives the same mutations, so a finding is
 reproduced with ``--start I --stop I+1 --first-seed S --seeds 1``.
 """
 
@@ -184,13 +189,20 @@ def compare(model: onnx.ModelProto, feeds: dict[str, np.ndarray],
         want = ReferenceEvaluator(model).run(None, feeds)
     except Exception:
         return None
-    for output, expected in zip(model.graph.output, want, strict=False):
-        actual = got.get(output.name)
+    return differences(got, dict(zip((o.name for o in model.graph.output), want, strict=False)),
+                       "onnx.reference")
+
+
+def differences(got: dict[str, Any], want: dict[str, Any], other: str) -> str | None:
+    """The first output where ``got`` and ``want`` differ beyond rtol 1e-3, atol 1e-4 (NaN
+    equal to NaN; integers and booleans exactly), described; None when they agree."""
+    for name, expected in want.items():
+        actual = got.get(name)
         if actual is None or expected is None or isinstance(expected, list):
             continue
         a, e = np.asarray(actual), np.asarray(expected)
         if a.shape != e.shape:
-            return f"{output.name}: shape {a.shape}, onnx.reference {e.shape}"
+            return f"{name}: shape {a.shape}, {other} {e.shape}"
         if a.dtype.kind in "fc" and e.dtype.kind in "fc":
             bad = ~np.isclose(a.astype(np.complex128), e.astype(np.complex128), rtol=1e-3,
                               atol=1e-4, equal_nan=True)
@@ -199,8 +211,8 @@ def compare(model: onnx.ModelProto, feeds: dict[str, np.ndarray],
         else:
             continue
         if np.any(bad):
-            return (f"{output.name}: {int(np.sum(bad))} of {bad.size} differ, e.g. "
-                    f"{a[bad][:3]} against {e[bad][:3]}")
+            return (f"{name}: {int(np.sum(bad))} of {bad.size} differ, e.g. "
+                    f"{a[bad][:3]} against {other}'s {e[bad][:3]}")
     return None
 
 
@@ -213,7 +225,7 @@ def _alarm(signum: int, frame: Any) -> None:
 
 
 def run_one(model: onnx.ModelProto | bytes, feeds: dict[str, np.ndarray], diff: bool,
-            timeout: int) -> dict[str, Any]:
+            timeout: int, backend: str | None = None) -> dict[str, Any]:
     """Load and run one mutated model; the outcome as a JSON-ready dict."""
     import refmnn
 
@@ -222,6 +234,14 @@ def run_one(model: onnx.ModelProto | bytes, feeds: dict[str, np.ndarray], diff: 
     data = model if isinstance(model, bytes) else model.SerializeToString()
     try:
         got = refmnn.Session(data).run(feeds)
+        if backend is not None:
+            try:
+                accelerated = refmnn.Session(data, backends=(backend,)).run(feeds)
+            except refmnn.RefmnnError as exc:
+                return {"status": "BACKEND-REFUSED", "error": f"{type(exc).__name__}: {exc}"}
+            difference = differences(accelerated, got, "the reference")
+            if difference:
+                return {"status": "BACKEND-DIFF", "diff": difference}
     except refmnn.RefmnnError as exc:
         return {"status": "refused", "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
     except _Timeout:
@@ -244,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--diff", action="store_true", help="also compare with onnx.reference")
     parser.add_argument("--bytes", action="store_true", help="corrupt the serialized bytes")
+    parser.add_argument("--backend", help="also run on this backend; compare with the reference")
     parser.add_argument("--timeout", type=int, default=20, help="seconds per mutation")
     parser.add_argument("--memory-limit", type=float, default=6.0, help="GiB of address space")
     parser.add_argument("--out", default="-", help="JSON lines file (default: stdout)")
@@ -266,9 +287,9 @@ def main(argv: list[str] | None = None) -> int:
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             model, what = (corrupted if args.bytes else mutated)(case, index, seed)
             record = {"case": case.name, "index": index, "seed": seed, "mutation": what,
-                      **run_one(model, feeds_of(case), args.diff, args.timeout)}
+                      **run_one(model, feeds_of(case), args.diff, args.timeout, args.backend)}
             counts[record["status"]] += 1
-            if record["status"] in ("BUG", "HANG", "DIFF"):
+            if record["status"] not in ("ok", "refused"):
                 findings.append(record)
             print(json.dumps(record), file=out, flush=True)
     print(f"{sum(counts.values())} mutations: " +
@@ -278,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{record['seed']}): {record['mutation']}: "
               f"{record.get('error') or record.get('diff') or ''} {record.get('where', '')}",
               file=sys.stderr)
-    return 1 if counts["BUG"] or counts["HANG"] else 0
+    return 1 if any(k not in ("ok", "refused", "DIFF") for k in counts) else 0
 
 
 if __name__ == "__main__":

@@ -26,12 +26,17 @@ from refmnn.schedule.plan import ALIAS, REFERENCE, CopyStep, Plan, RunStep
 
 
 class _Values(Mapping[str, Any]):
-    """The current value of every stored key, as subgraphs see their outer scope."""
+    """The current value of every stored key, as subgraphs see their outer scope: subgraphs run
+    on the reference, so a value held in a device backend's memory is downloaded."""
 
     def __init__(self, prepared: Prepared) -> None:
         self._p = prepared
 
     def __getitem__(self, key: str) -> Any:
+        slot = self._p.plan.slots.get(key)
+        if slot is not None and slot.storage is not None and \
+                not getattr(self._p.backends[slot.backend], "host_memory", False):
+            return self._p.backends[slot.backend].download(self._p.tensors[key])
         return self._p.value(key)
 
     def __iter__(self) -> Iterator[str]:
