@@ -177,15 +177,19 @@ def _fuzz(tmp_path, *args: str) -> tuple[subprocess.CompletedProcess, int]:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("mode", ["structure", "values"])
 @pytest.mark.parametrize("backend", ["numba", "opencl"])
-def test_mutated_official_cases_agree_on_each_backend(tmp_path, backend):
+def test_mutated_official_cases_agree_on_each_backend(tmp_path, backend, mode):
     """Each mutated case the reference runs gives the same outputs with the model placed on
-    the backend (tools/fuzz_models.py --backend). This found OpenCL buffers handed to a
-    subgraph as they were (test_opencl_backend: a subgraph reads an outer value)."""
+    the backend (tools/fuzz_models.py --backend; --values feeds NaN, infinities, signed zeros
+    and subnormals). This found OpenCL buffers handed to a subgraph as they were, and PoCL's
+    tanh stopping short of 1 (test_opencl_backend: subgraph, tanh_reaches_one)."""
     info = BackendRegistry().info(backend)
     if not info.available:
         pytest.skip(f"backend {backend} not available here: {info.reason}")
-    result, count = _fuzz(tmp_path, "--seeds", "1", "--first-seed", "1", "--backend", backend)
+    extra = ["--values"] if mode == "values" else []
+    result, count = _fuzz(tmp_path, "--seeds", "1", "--first-seed", "1", "--backend", backend,
+                          *extra)
     assert count >= 1800, result.stderr[-2000:]
     assert result.returncode == 0, result.stderr[-5000:]
 

@@ -773,3 +773,30 @@ def test_a_subgraph_reads_an_outer_value_held_on_the_device():  # type: ignore[n
     for c in (True, False):
         got = session.run({"x": x, "c": np.array(c)})["y"]
         np.testing.assert_array_equal(got, 2 * np.maximum(x, 0) if c else -np.maximum(x, 0))
+
+
+@pytest.mark.parametrize("op", ["Tanh", "ConvGelu"])
+def test_tanh_reaches_one(op):  # type: ignore[no-untyped-def]
+    """PoCL's tanh stops at 1 - 2^-24; the kernels' tanh_sat reaches +-1, in Tanh and in the
+    fused epilogue of Gelu's tanh form (at -inf: -inf * (1 + tanh) = -inf * 0 = NaN, as in
+    the reference, not -inf)."""
+    x = np.array([-np.inf, -20.0, -10.0, 9.5, 10.0, 100.0, np.inf, np.nan, 0.5], np.float32)
+    if op == "Tanh":
+        model = node_model("Tanh", [(9,)])
+        feeds = {"x0": x}
+    else:  # a 1x1 convolution by 1 (exact) with the Gelu fused into its epilogue
+        nodes = [helper.make_node("Conv", ["x0", "w"], ["c"], name="conv"),
+                 helper.make_node("Gelu", ["c"], ["y0"], name="gelu", approximate="tanh")]
+        model = make_model(nodes, [("x0", F, [1, 1, 1, 9])], [("y0", F, [1, 1, 1, 9])],
+                           initializers=[numpy_helper.from_array(np.ones((1, 1, 1, 1),
+                                                                         np.float32), "w")],
+                           opset=20)
+        feeds = {"x0": x.reshape(1, 1, 1, 9)}
+    session = opencl_session(model)
+    steps = [s for s in session.resize({"x0": feeds["x0"].shape}).steps if isinstance(s, RunStep)]
+    assert [s.backend for s in steps] == ["opencl"], [(s.node.op, s.backend) for s in steps]
+    got = session.run(feeds)["y0"].ravel()
+    want = refmnn.Session(model, check=False).run(feeds)["y0"].ravel()
+    if op == "Tanh":
+        np.testing.assert_array_equal(got[[0, 1, 2, 4, 5, 6]], [-1, -1, -1, 1, 1, 1])
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=0)  # NaN where the reference's is

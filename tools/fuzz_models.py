@@ -11,7 +11,9 @@ seeded random edit, sometimes two: an attribute set to an odd value (negative,
 zero, huge, NaN, another mode string), an attribute or input dropped or added, the op type
 swapped, the opset changed, a declared input dim or dtype changed, an initializer's dims
 changed, an output renamed or two inputs swapped. With ``--bytes`` the serialized model is
-truncated or has one to four bytes overwritten instead. The mutated model is then loaded and
+truncated or has one to four bytes overwritten instead; with ``--values`` the model is kept
+and the first input, when it is a float tensor, is redrawn from NaN, infinities, signed zeros,
+subnormals and a few ordinary values (most useful with ``--backend``). The mutated model is then loaded and
 run on the reference with the case's own inputs. The outcome of each is one of:
 
 * ``ok``: it ran (with ``--diff``, and onnx.reference also ran it, the outputs agree);
@@ -173,6 +175,25 @@ def corrupted(case: Any, index: int, seed: int) -> tuple[bytes, str]:
     return bytes(data), f"bytes {where} overwritten"
 
 
+SPECIALS = (np.nan, np.inf, -np.inf, -0.0, 0.0, 1e-40, -1e-40, 1.0, -1.0, 0.5)
+"""No near-overflow values: where a finite sum overflows depends on the order and precision of
+accumulation, which the spec leaves open; NaN and infinities propagate the same in any order."""
+
+
+def extreme_feeds(case: Any, index: int, seed: int) -> tuple[dict[str, Any], str]:
+    """The case's inputs with the first one's entries, when it is a float tensor (the data: X,
+    A, input...), redrawn from :data:`SPECIALS` (NaN, infinities, signed zeros, subnormals, a
+    few ordinary values). Weights, scales and the rest keep the case's values, as in a model
+    whose weights are finite: a kernel may skip a convolution's padding taps rather than
+    multiply them by zero, which differs only for an infinite weight."""
+    rng = np.random.default_rng(index * 1000 + seed)
+    feeds = feeds_of(case)
+    name, value = next(iter(feeds.items()), (None, None))
+    if isinstance(value, np.ndarray) and value.dtype.kind == "f" and value.size:
+        feeds[name] = rng.choice(np.array(SPECIALS), size=value.shape).astype(value.dtype)
+    return feeds, f"special float values in {name!r}"
+
+
 def feeds_of(case: Any) -> dict[str, np.ndarray]:
     """The case's first set of inputs, by the original model's input names."""
     initialized = {t.name for t in case.model.graph.initializer}
@@ -264,6 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--diff", action="store_true", help="also compare with onnx.reference")
     parser.add_argument("--bytes", action="store_true", help="corrupt the serialized bytes")
+    parser.add_argument("--values", action="store_true",
+                        help="keep the model; feed NaN, infinities, signed zeros, subnormals")
     parser.add_argument("--backend", help="also run on this backend; compare with the reference")
     parser.add_argument("--timeout", type=int, default=20, help="seconds per mutation")
     parser.add_argument("--memory-limit", type=float, default=6.0, help="GiB of address space")
@@ -285,9 +308,13 @@ def main(argv: list[str] | None = None) -> int:
         if not case.data_sets:
             continue
         for seed in range(args.first_seed, args.first_seed + args.seeds):
-            model, what = (corrupted if args.bytes else mutated)(case, index, seed)
+            feeds = feeds_of(case)
+            if args.values:
+                model, (feeds, what) = case.model, extreme_feeds(case, index, seed)
+            else:
+                model, what = (corrupted if args.bytes else mutated)(case, index, seed)
             record = {"case": case.name, "index": index, "seed": seed, "mutation": what,
-                      **run_one(model, feeds_of(case), args.diff, args.timeout, args.backend)}
+                      **run_one(model, feeds, args.diff, args.timeout, args.backend)}
             counts[record["status"]] += 1
             if record["status"] not in ("ok", "refused"):
                 findings.append(record)

@@ -81,7 +81,7 @@ __kernel void binary(__global const store_t *a, int a_off, __global const store_
 #elif UCODE == U_SIGMOID   /* the reference's stable form: 1/(1+e^-x) or e^x/(1+e^x) */
 #define UNARY(x) ((x) >= 0.0f ? 1.0f / (1.0f + exp(-(x))) : exp(x) / (1.0f + exp(x)))
 #elif UCODE == U_TANH
-#define UNARY(x) tanh(x)
+#define UNARY(x) tanh_sat(x)   /* epilogue.cl: reaches +-1 (PoCL's tanh stops short) */
 #elif UCODE == U_ERF
 #define UNARY(x) erf_fit(x)   /* epilogue.cl: the reference's fit in double (builtin erf without fp64) */
 #elif UCODE == U_EXP

@@ -32,6 +32,12 @@ inline float erf_fit(float x) { return (float)erf_fit_d((double)x); }
 inline float erf_fit(float x) { return erf(x); }
 #endif
 
+/* tanh_sat(x) -- tanh that reaches +-1: PoCL's tanh stops at 1 - 2^-24 (0.99999994f) for every
+ * large |x|, infinity included (the OpenCL spec's edge case is tanh(+-inf) = +-1), so that
+ * tanh(-inf) * inf gave -inf where the reference gives NaN. tanh(x) rounds to 1 in float32 from
+ * |x| = 13 ln 2 = 9.0109 on (1 - tanh x = 2 / (e^2x + 1) < 2^-25 there). */
+inline float tanh_sat(float x) { return fabs(x) > 9.0109134f ? copysign(1.0f, x) : tanh(x); }
+
 #define ACT_NONE 0
 #define ACT_RELU 1
 #define ACT_LEAKY 2
@@ -55,7 +61,7 @@ inline float activate(float v, float alpha, float lo, float hi) {
 #elif ACT == ACT_SIGMOID                                /* the reference's stable form */
     return v >= 0.0f ? 1.0f / (1.0f + exp(-v)) : exp(v) / (1.0f + exp(v));
 #elif ACT == ACT_TANH
-    return tanh(v);
+    return tanh_sat(v);
 #elif ACT == ACT_GELU                                   /* 0.5 v (1 + erf(v / sqrt 2)) */
 #ifdef cl_khr_fp64
     double d = (double)v;                               /* as Gelu's reference: double, one rounding */
@@ -65,7 +71,7 @@ inline float activate(float v, float alpha, float lo, float hi) {
     return 0.5f * v * (1.0f + erf(v * 0.70710678118654752f));
 #endif
 #elif ACT == ACT_GELU_TANH
-    return 0.5f * v * (1.0f + tanh(0.79788456080286536f * (v + 0.044715f * v * v * v)));
+    return 0.5f * v * (1.0f + tanh_sat(0.79788456080286536f * (v + 0.044715f * v * v * v)));
 #else
     return v;
 #endif

@@ -23,6 +23,13 @@ Its epilogue runs in each scheme's store: the GEMM schemes pass Z and the activa
 GEMM's store (``cl/matmul.cl``), the direct, depthwise and Winograd kernels read Z at the
 output's own index (``HAS_Z``) and apply ``activate()`` (``cl/epilogue.cl``). A residual that
 broadcasts (not the output's shape) is added by a separate in-place pass instead.
+
+Known deviation, for non-finite weights only: the direct and depthwise kernels skip the taps
+that fall in the padding instead of multiplying the weight by a zero, so where such a weight is
+infinite (or NaN) an output whose window overlaps the padding is +-inf (or finite) where the
+reference, which pads first, gives NaN (inf * 0). With finite weights the results are the
+same; testing every tap would cost the border work-items a multiply per padded tap.
+tools/fuzz_models.py --values therefore redraws the data input only.
 """
 
 from __future__ import annotations
