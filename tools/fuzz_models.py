@@ -13,8 +13,9 @@ swapped, the opset changed, a declared input dim or dtype changed, an initialize
 changed, an output renamed or two inputs swapped. With ``--bytes`` the serialized model is
 truncated or has one to four bytes overwritten instead; with ``--values`` the model is kept
 and the first input, when it is a float tensor, is redrawn from NaN, infinities, signed zeros,
-subnormals and a few ordinary values (most useful with ``--backend``). The mutated model is then loaded and
-run on the reference with the case's own inputs. The outcome of each is one of:
+subnormals and a few ordinary values (most useful with ``--backend``). The mutated model is
+then loaded and run on the reference with the case's inputs (redrawn ones with ``--values``).
+The outcome of each is one of:
 
 * ``ok``: it ran (with ``--diff``, and onnx.reference also ran it, the outputs agree);
 * ``refused``: a :class:`refmnn.RefmnnError` (the contract for bad input);

@@ -184,7 +184,8 @@ def convert_graph(proto: onnx.GraphProto, ctx: _Ctx) -> Graph:
         except ModelError as exc:
             raise ModelError(f"{where}: {exc}") from exc
         nodes.append(Node(name=name, op=op_type, domain=_text_field(n.domain, f"{where}'s domain"),
-                          inputs=tuple(_text_field(x, f"an input name of {where}") for x in n.input),
+                          inputs=tuple(_text_field(x, f"an input name of {where}")
+                                       for x in n.input),
                           outputs=tuple(_text_field(x, f"an output name of {where}")
                                         for x in n.output), attrs=attrs))
     return Graph(nodes=tuple(nodes), inputs=inputs, outputs=outputs, initializers=initializers,
