@@ -56,12 +56,13 @@ def relu(X: np.ndarray) -> np.ndarray:
 def leaky_relu(X: np.ndarray, *, alpha: float) -> np.ndarray:
     """Y = X if X >= 0 else alpha * X, elementwise.  X: any shape, float.
 
-    Computed as max(X, 0) + alpha * min(X, 0), which is exact (one term is always +-0); NaN
-    stays NaN, -inf gives -inf * alpha (and 0 when alpha = 0).
+    NaN stays NaN, -0.0 stays -0.0 (it is >= 0), -inf gives -inf * alpha (and 0 when alpha =
+    0: Relu). alpha only ever multiplies X < 0, so an infinite or NaN alpha leaves X >= 0 as it
+    is (a max(X, 0) + alpha * min(X, 0) form would give alpha * 0 = NaN there).
     """
     if alpha == 0:
         return relu.reference(X)
-    return _f32(lambda v: np.maximum(v, 0) + alpha * np.minimum(v, 0), X)
+    return _f32(lambda v: np.where(v >= 0, v, v * alpha), X)
 
 
 @op("PRelu", since=7, inputs=("X", "slope"), outputs=("Y",), infer=same_as(0))

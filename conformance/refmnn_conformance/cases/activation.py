@@ -147,7 +147,8 @@ def _act(op: str, *variants, tol=None, dtypes=_ACTIVATION_TYPES) -> OpCase:
 
 
 MORE_CASES = (
-    _act("LeakyRelu", ("alpha", {"alpha": 0.3}), ("alpha_negative", {"alpha": -2.0})),
+    _act("LeakyRelu", ("alpha", {"alpha": 0.3}), ("alpha_negative", {"alpha": -2.0}),
+         ("alpha_infinite", {"alpha": float("inf")})),  # alpha never touches X >= 0
     _act("Elu", ("alpha", {"alpha": 0.5}), tol=_TRANSCENDENTAL),
     _act("Selu", ("attrs", {"alpha": 2.0, "gamma": 3.0}), tol=_TRANSCENDENTAL),
     _act("Celu", ("alpha", {"alpha": 2.0}), tol=_TRANSCENDENTAL),
