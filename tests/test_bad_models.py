@@ -183,7 +183,7 @@ def test_mutated_official_cases_agree_on_each_backend(tmp_path, backend, mode):
     """Each mutated case the reference runs gives the same outputs with the model placed on
     the backend (tools/fuzz_models.py --backend; --values feeds NaN, infinities, signed zeros
     and subnormals). This found OpenCL buffers handed to a subgraph as they were, and PoCL's
-    tanh stopping short of 1 (test_opencl_backend: subgraph, tanh_reaches_one)."""
+    tanh stopping short of 1 (tests/test_opencl_findings.py)."""
     info = BackendRegistry().info(backend)
     if not info.available:
         pytest.skip(f"backend {backend} not available here: {info.reason}")

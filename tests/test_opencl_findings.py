@@ -1,0 +1,64 @@
+"""The OpenCL backend where tools/fuzz_models.py found it wrong: an outer value a subgraph reads
+while it sits in a device buffer, and tanh at the top of the float range. Skipped with the
+probe's reason when OpenCL is missing (the helpers come from test_opencl_backend, whose import
+skips)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import refmnn
+from refmnn.schedule.plan import RunStep
+from tests.helpers import make_model
+from tests.test_opencl_backend import F, node_model, opencl_session, randn
+
+
+def test_a_subgraph_reads_an_outer_value_held_on_the_device():  # type: ignore[no-untyped-def]
+    """If runs on the reference; the branch reads ``r``, which Relu left in an OpenCL buffer:
+    the branch must see its values (downloaded), not the device tensor."""
+    f = TensorProto.FLOAT
+    then_branch = helper.make_graph([helper.make_node("Add", ["r", "r"], ["t"])], "then", [],
+                                    [helper.make_tensor_value_info("t", f, [2, 3])])
+    else_branch = helper.make_graph([helper.make_node("Neg", ["r"], ["e"])], "else", [],
+                                    [helper.make_tensor_value_info("e", f, [2, 3])])
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("If", ["c"], ["y"], name="if", then_branch=then_branch,
+                              else_branch=else_branch)]
+    model = make_model(nodes, [("x", f, [2, 3]), ("c", TensorProto.BOOL, [])], [("y", f, [2, 3])])
+    session = opencl_session(model)
+    x = randn(2, 3)
+    placed = {s.node.name: s.backend for s in session.resize({"x": (2, 3), "c": ()}).steps
+              if isinstance(s, RunStep)}
+    assert placed == {"relu": "opencl", "if": "reference"}
+    for c in (True, False):
+        got = session.run({"x": x, "c": np.array(c)})["y"]
+        np.testing.assert_array_equal(got, 2 * np.maximum(x, 0) if c else -np.maximum(x, 0))
+
+
+@pytest.mark.parametrize("op", ["Tanh", "ConvGelu"])
+def test_tanh_reaches_one(op):  # type: ignore[no-untyped-def]
+    """PoCL's tanh stops at 1 - 2^-24; the kernels' tanh_sat reaches +-1, in Tanh and in the
+    fused epilogue of Gelu's tanh form (at -inf: -inf * (1 + tanh) = -inf * 0 = NaN, as in
+    the reference, not -inf)."""
+    x = np.array([-np.inf, -20.0, -10.0, 9.5, 10.0, 100.0, np.inf, np.nan, 0.5], np.float32)
+    if op == "Tanh":
+        model = node_model("Tanh", [(9,)])
+        feeds = {"x0": x}
+    else:  # a 1x1 convolution by 1 (exact) with the Gelu fused into its epilogue
+        nodes = [helper.make_node("Conv", ["x0", "w"], ["c"], name="conv"),
+                 helper.make_node("Gelu", ["c"], ["y0"], name="gelu", approximate="tanh")]
+        model = make_model(nodes, [("x0", F, [1, 1, 1, 9])], [("y0", F, [1, 1, 1, 9])],
+                           initializers=[numpy_helper.from_array(np.ones((1, 1, 1, 1),
+                                                                         np.float32), "w")],
+                           opset=20)
+        feeds = {"x0": x.reshape(1, 1, 1, 9)}
+    session = opencl_session(model)
+    steps = [s for s in session.resize({"x0": feeds["x0"].shape}).steps if isinstance(s, RunStep)]
+    assert [s.backend for s in steps] == ["opencl"], [(s.node.op, s.backend) for s in steps]
+    got = session.run(feeds)["y0"].ravel()
+    want = refmnn.Session(model, check=False).run(feeds)["y0"].ravel()
+    if op == "Tanh":
+        np.testing.assert_array_equal(got[[0, 1, 2, 4, 5, 6]], [-1, -1, -1, 1, 1, 1])
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=0)  # NaN where the reference's is
