@@ -20,7 +20,7 @@ so a user can act on the message without reading refmnn's code.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -92,8 +92,22 @@ def describe_value(value: Any) -> str:
     return type(value).__name__
 
 
-def node_context(name: str, op: str, domain: str, opset: int, inputs: Sequence[Any]) -> str:
-    """Format the standard context line: node, op@opset and the input specs."""
-    qualified = op if domain in ("", "ai.onnx") else f"{domain}::{op}"
+class NamedNode(Protocol):
+    """What a message needs of a node (:class:`refmnn.graph.Node` has it)."""
+
+    name: str
+    op: str
+    domain: str
+
+
+def node_label(node: NamedNode, opset: int) -> str:
+    """How every message names a node: ``node 'name' (Op, opset k)``, the op qualified by its
+    domain outside the default one (``com.microsoft::Attention``)."""
+    qualified = node.op if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op}"
+    return f"node {node.name!r} ({qualified}, opset {opset})"
+
+
+def node_context(node: NamedNode, opset: int, inputs: Sequence[Any]) -> str:
+    """The standard context line of an error while a node runs: its label and input specs."""
     specs = ", ".join(describe_value(v) for v in inputs)
-    return f"node {name!r} ({qualified}, opset {opset}) with inputs ({specs})"
+    return f"{node_label(node, opset)} with inputs ({specs})"

@@ -105,7 +105,7 @@ class ReferenceKernel(Kernel):
 
     def _where(self, inputs: Sequence[Any]) -> str:
         node = self.spec.node
-        return node_context(node.name, node.op, node.domain, self.spec.opset, inputs)
+        return node_context(node, self.spec.opset, inputs)
 
 
 class ReferenceBackend(HostMemory, Backend):

@@ -18,7 +18,7 @@ import numpy as np
 
 from refmnn.backends.base import Backend, Buffer, Kernel, Storage
 from refmnn.backends.reference import ReferenceBackend, Slot
-from refmnn.errors import OpError, RefmnnError, ResourceError, node_context
+from refmnn.errors import OpError, RefmnnError, ResourceError, node_context, node_label
 from refmnn.ops._schema import OpContext
 from refmnn.runtime.interpreter import Callback, Runner
 from refmnn.schedule.memory import format_bytes
@@ -209,7 +209,7 @@ class Prepared:
     def _fail(step: RunStep, inputs: list[Any], exc: Exception) -> NoReturn:
         """Raise a step's failure with the node named: a RefmnnError with a note added, any
         other exception as an OpError that also names the backend and the scheme."""
-        where = node_context(step.node.name, step.node.op, step.node.domain, step.opset, inputs)
+        where = node_context(step.node, step.opset, inputs)
         if isinstance(exc, RefmnnError):
             exc.add_note(f"while running {where}")
             raise exc
@@ -279,7 +279,7 @@ def _largest_values(plan: Plan, backend: str, count: int = 3) -> str:
     described = []
     for slot in slots:
         step = makers.get(slot.key)
-        maker = (f"output of node {step.node.name!r} ({step.node.op}, opset {step.opset})"
+        maker = (f"output of {node_label(step.node, step.opset)}"
                  if step is not None else "a graph input or weight")
         described.append(f"{slot.key} {slot.type} {format_bytes(slot.nbytes)}, {maker}")
     return "; ".join(described) or "none planned"

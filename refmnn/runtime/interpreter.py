@@ -23,6 +23,7 @@ from refmnn.errors import (
     ShapeError,
     UnsupportedOpError,
     node_context,
+    node_label,
 )
 from refmnn.graph import Graph, Node, TensorType, ValueType
 from refmnn.ops._schema import OpContext, OpDef
@@ -78,7 +79,7 @@ def compile_graph(graph: Graph, registry: OpRegistry) -> Compiled:
         try:
             attrs = opdef.bind_attrs(node.attrs)
         except ValueError as exc:
-            raise ModelError(f"node {node.name!r} ({node.op}, opset {opset}): {exc}") from exc
+            raise ModelError(f"{node_label(node, opset)}: {exc}") from exc
         _check_arity(node, opdef, opset)
         captured: set[str] = set()
         for sub in node.subgraphs():
@@ -97,12 +98,12 @@ def _check_arity(node: Node, opdef: OpDef, opset: int) -> None:
     low, high = opdef.min_inputs, opdef.max_inputs
     if given < low or (high is not None and given > high):
         expected = f"{low}" if low == high else f"{low} to {high if high is not None else 'any'}"
-        raise ModelError(f"node {node.name!r} ({node.op}, opset {opset}) has {given} input(s); "
+        raise ModelError(f"{node_label(node, opset)} has {given} input(s); "
                          f"{node.op}-{opdef.since} takes {expected}")
     for index, port in enumerate(opdef.inputs):
         if not port.optional and not port.variadic and index < len(node.inputs) and not node.inputs[index]:
-            raise ModelError(f"node {node.name!r} ({node.op}, opset {opset}): required input "
-                             f"{port.name!r} (#{index}) is empty")
+            raise ModelError(f"{node_label(node, opset)}: required input {port.name!r} (#{index}) "
+                             "is empty")
 
 
 class Runner:
@@ -157,15 +158,15 @@ class Runner:
                 else:
                     result = step.opdef.reference(*inputs, **step.attrs)
             except RefmnnError as exc:
-                exc.add_note(f"while running {node_context(node.name, node.op, node.domain, step.opset, inputs)}")
+                exc.add_note(f"while running {node_context(node, step.opset, inputs)}")
                 raise
             except Exception as exc:
-                raise OpError(f"{node_context(node.name, node.op, node.domain, step.opset, inputs)} "
+                raise OpError(f"{node_context(node, step.opset, inputs)} "
                               f"failed: {type(exc).__name__}: {exc}") from exc
             outputs = result if isinstance(result, tuple) else (result,)
             wanted = [i for i, name in enumerate(node.outputs) if name]
             if wanted and wanted[-1] >= len(outputs):
-                raise OpError(f"{node_context(node.name, node.op, node.domain, step.opset, inputs)}: "
+                raise OpError(f"{node_context(node, step.opset, inputs)}: "
                               f"the reference returned {len(outputs)} output(s) but the node lists "
                               f"{len(node.outputs)}")
             for i in wanted:
@@ -189,7 +190,7 @@ class Runner:
         try:
             return env[name]
         except KeyError:
-            raise ModelError(f"node {step.node.name!r} ({step.node.op}) reads {name!r}, which no "
+            raise ModelError(f"{node_label(step.node, step.opset)} reads {name!r}, which no "
                              "earlier node, input or initializer defines") from None
 
 
@@ -198,12 +199,12 @@ def _check_type(node: Node, opset: int, name: str, value: Any, expected: ValueTy
     if not isinstance(expected, TensorType) or not isinstance(value, np.ndarray):
         return
     if expected.dtype is not None and expected.dtype.numpy != value.dtype:
-        raise ShapeError(f"node {node.name!r} ({node.op}, opset {opset}) produced {name!r} as "
-                         f"{value.dtype}, but its type rule says {expected.dtype.name}")
+        raise ShapeError(f"{node_label(node, opset)} produced {name!r} as {value.dtype}, "
+                         f"but its type rule says {expected.dtype.name}")
     if expected.shape is None:
         return
     if len(expected.shape) != value.ndim or any(
         isinstance(d, int) and d != s for d, s in zip(expected.shape, value.shape, strict=False)
     ):
-        raise ShapeError(f"node {node.name!r} ({node.op}, opset {opset}) produced {name!r} with "
-                         f"shape {list(value.shape)}, but shape inference gave {expected}")
+        raise ShapeError(f"{node_label(node, opset)} produced {name!r} with shape "
+                         f"{list(value.shape)}, but shape inference gave {expected}")

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from refmnn.dtypes import DType
-from refmnn.errors import RefmnnError, ShapeError
+from refmnn.errors import RefmnnError, ShapeError, node_label
 from refmnn.graph import Graph, Node, TensorType, ValueType
 from refmnn.ops._schema import InferContext, OpContext, OpDef
 from refmnn.ops.registry import OpRegistry
@@ -107,8 +107,8 @@ def infer_types(
                 except RefmnnError:
                     raise
                 except Exception as exc:
-                    raise ShapeError(f"node {node.name!r} ({node.op}, opset {opset}): shape rule "
-                                     f"failed on input types {[str(t) for t in in_types]}: "
+                    raise ShapeError(f"{node_label(node, opset)}: shape rule failed on input "
+                                     f"types {[str(t) for t in in_types]}: "
                                      f"{type(exc).__name__}: {exc}") from exc
                 out_types = result if isinstance(result, tuple) else (result,)
                 _check_dims(node, opset, in_types, out_types)
@@ -132,8 +132,8 @@ def _check_dims(node: Node, opset: int, in_types: list[ValueType | None],
     for index, t in enumerate(out_types):
         shape = t.shape if isinstance(t, TensorType) else None
         if shape is not None and any(isinstance(d, int) and d < 0 for d in shape):
-            raise ShapeError(f"node {node.name!r} ({node.op}, opset {opset}): output #{index} "
-                             f"would have the negative dimension(s) of {list(shape)} (inputs "
+            raise ShapeError(f"{node_label(node, opset)}: output #{index} would have the "
+                             f"negative dimension(s) of {list(shape)} (inputs "
                              f"{[str(v) for v in in_types]}); check the node's attributes")
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from refmnn.errors import ShapeError
+from refmnn.errors import ShapeError, node_label
 from refmnn.graph import Node, OptionalType, SequenceType, TensorType, ValueType
 
 ONNX_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")
@@ -94,15 +94,11 @@ def check_input_types(node: Node, opset: int, in_types: list[ValueType | None]) 
         if text is None:
             continue
         if text not in param.allowed:
-            raise ShapeError(f"{_where(node, opset)}: input #{index} ({param.name}) is {text}; "
+            raise ShapeError(f"{node_label(node, opset)}: input #{index} ({param.name}) is {text}; "
                              f"{param.type_str} allows {', '.join(sorted(param.allowed))}")
         if param.is_type_param and (param.homogeneous or not param.variadic):
             first, at = bound.setdefault(param.type_str, (text, index))
             if first != text:
-                raise ShapeError(f"{_where(node, opset)}: inputs #{at} and #{index} share type "
+                raise ShapeError(f"{node_label(node, opset)}: inputs #{at} and #{index} share type "
                                  f"{param.type_str} but are {first} and {text}")
 
-
-def _where(node: Node, opset: int) -> str:
-    op = node.op if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op}"
-    return f"node {node.name!r} ({op}, opset {opset})"

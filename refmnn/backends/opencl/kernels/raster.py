@@ -138,7 +138,7 @@ class Gather(CLKernel):
                                    INDEX_T="long" if idx.dtype == DType.int64 else "int")
         node = spec.node
         self.check = self.ctx.register_check(
-            f"{node_context(node.name, node.op, node.domain, spec.opset, spec.inputs)} on "
+            f"{node_context(node, spec.opset, spec.inputs)} on "
             f"backend 'opencl': an index of 'indices' is out of range [-{self.axis_size}, "
             f"{self.axis_size - 1}] for axis {axis} (checked on the device)")
 
