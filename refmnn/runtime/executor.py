@@ -27,7 +27,8 @@ from refmnn.schedule.plan import ALIAS, REFERENCE, CopyStep, Plan, RunStep
 
 class _Values(Mapping[str, Any]):
     """The current value of every stored key, as subgraphs see their outer scope: subgraphs run
-    on the reference, so a value held in a device backend's memory is downloaded."""
+    on the reference, so a value held in a device backend's memory is downloaded when read
+    (each run of a subgraph reads the values it captures, once: ``interpreter._captured``)."""
 
     def __init__(self, prepared: Prepared) -> None:
         self._p = prepared

@@ -50,6 +50,7 @@ class Compiled:
     graph: Graph
     steps: tuple[Step, ...]
     last_use: Mapping[str, int]
+    captured: tuple[str, ...] = ()  # names the graph reads from enclosing scopes
     subgraphs: dict[int, Compiled] = field(default_factory=dict)
 
 
@@ -88,7 +89,7 @@ def compile_graph(graph: Graph, registry: OpRegistry) -> Compiled:
         for name in reads:
             last_use[name] = index
         steps.append(Step(node, opdef, opset, attrs, reads))
-    return Compiled(graph, tuple(steps), last_use)
+    return Compiled(graph, tuple(steps), last_use, tuple(sorted(graph.outer_names())))
 
 
 def _check_arity(node: Node, opdef: OpDef, opset: int) -> None:
@@ -145,7 +146,7 @@ class Runner:
         graph = compiled.graph
         local: dict[str, Any] = dict(graph.initializers)
         local.update(feeds)
-        env: ChainMap[str, Any] = ChainMap(local, dict(outer) if outer else {})
+        env: ChainMap[str, Any] = ChainMap(local, _captured(compiled, outer))
         protected = {v.name for v in graph.outputs} | set(graph.initializers)
         for index, step in enumerate(compiled.steps):
             node = step.node
@@ -192,6 +193,20 @@ class Runner:
         except KeyError:
             raise ModelError(f"{node_label(step.node, step.opset)} reads {name!r}, which no "
                              "earlier node, input or initializer defines") from None
+
+
+def _captured(compiled: Compiled, outer: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The values a graph reads from its enclosing scopes, looked up once per run of it: only
+    those, since reading an outer value may cost a download from a device backend (a Loop of
+    300 iterations after 200 OpenCL nodes took 2.4 s when every iteration copied the whole
+    outer scope). A name the scopes lack stays out; the step reading it reports it."""
+    found: dict[str, Any] = {}
+    for name in compiled.captured if outer else ():
+        try:
+            found[name] = outer[name]  # type: ignore[index]
+        except KeyError:
+            pass
+    return found
 
 
 def _check_type(node: Node, opset: int, name: str, value: Any, expected: ValueType | None) -> None:
