@@ -1,9 +1,11 @@
 """The reference where other engines disagree with it, checked against oracles written here.
 
-Each case is one the fuzzer (tools/fuzz_models.py --diff) or the issue found where refmnn and
-onnx's reference evaluator give different answers. The oracle is a plain loop or formula over
-the spec's words, in float64, sharing no code with refmnn; what onnx.reference 1.23.2 and
-onnxruntime 1.32 return instead is said in each docstring (measured 2026-11-29).
+Each case is one the fuzzer (tools/fuzz_models.py --diff, with --values for NaN and
+infinities) or the issue found where refmnn and onnx's reference evaluator give different
+answers -- twice refmnn was the one that was wrong (the losses and Dropout below, fixed). The
+oracle is a plain loop or formula over the spec's words, in float64, sharing no code with
+refmnn; what onnx.reference 1.23.2 and onnxruntime 1.32 return is said in each docstring
+(measured 2026-11-29).
 """
 
 from __future__ import annotations
@@ -169,3 +171,45 @@ def test_attention_qk_output_mode_0_is_the_product_before_softcap():
     weights /= weights.sum(axis=-1, keepdims=True)
     np.testing.assert_allclose(got["qk"], qk, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got["y"], weights @ v.astype(np.float64), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", ["NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"])
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
+def test_an_ignored_sample_loses_exactly_zero_whatever_its_input(op, reduction):
+    """"loss is zero for the case when target-value equals ignore_index": sample 0's target is
+    ignore_index and its input holds NaN and inf, so its loss is 0 and 'mean' averages over the
+    two others. refmnn multiplied by a zero weight (NaN * 0 = NaN) until 2026-11-29;
+    onnx.reference gives 0."""
+    x = np.array([[0.0, -1.0, np.nan, np.inf, np.nan],
+                  [-0.0, -1.0, -np.inf, 0.0, 0.0],
+                  [1e-40, 1e-40, 1.0, 0.5, -1e-40]], dtype=np.float32)
+    target = np.array([2, 4, 3], dtype=np.int64)
+    node = helper.make_node(op, ["x", "t"], ["z"], ignore_index=2, reduction=reduction)
+    z = _run(node, [("x", F, [3, 5]), ("t", I64, [3])],
+             [("z", F, [3] if reduction == "none" else [])], 13, x=x, t=target)["z"]
+    rows = x.astype(np.float64)
+    if op == "SoftmaxCrossEntropyLoss":  # log(softmax(row)); rows 1 and 2 are finite or -inf
+        rows = rows - rows.max(axis=1, keepdims=True)
+        rows = rows - np.log(np.exp(rows).sum(axis=1, keepdims=True))
+    per_sample = np.array([0.0, -rows[1, 4], -rows[2, 3]])
+    want = {"none": per_sample, "sum": per_sample.sum(), "mean": per_sample.sum() / 2}[reduction]
+    np.testing.assert_allclose(z, want, rtol=1e-6)
+
+
+def test_training_dropout_is_scale_times_data_times_mask():
+    """Dropout-13 in training: "output = scale * data * mask", scale = 1 / (1 - ratio): a
+    dropped NaN or infinity stays NaN (inf * 0), a dropped finite value is a signed zero, a
+    kept one is doubled at ratio 0.5. refmnn zeroed dropped elements whatever they held until
+    2026-11-29; onnx.reference, onnxruntime and PyTorch follow the formula."""
+    x = np.tile(np.array([np.nan, np.inf, -np.inf, -3.0, 2.5, -0.0], dtype=np.float32), 20)
+    node = helper.make_node("Dropout", ["x", "r", "t"], ["y", "mask"], seed=7)
+    got = _run(node, [("x", F, [120]), ("r", F, []), ("t", TensorProto.BOOL, [])],
+               [("y", F, [120]), ("mask", TensorProto.BOOL, [120])], 13, x=x,
+               r=np.array(0.5, dtype=np.float32), t=np.array(True))
+    y, keep = got["y"], got["mask"]
+    assert 0 < keep.sum() < keep.size  # both kinds are present
+    np.testing.assert_array_equal(y[keep], 2 * x[keep])  # NaN compares equal to NaN here
+    dropped, finite = ~keep, np.isfinite(x)
+    assert np.isnan(y[dropped & ~finite]).all()
+    np.testing.assert_array_equal(y[dropped & finite], 0.0)
+    assert (np.signbit(y[dropped & finite]) == np.signbit(x[dropped & finite])).all()

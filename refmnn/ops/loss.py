@@ -31,8 +31,10 @@ def _nll(log_prob: np.ndarray, target: np.ndarray, weight: np.ndarray | None,
         raise ValueError(f"target values must lie in [0, {classes}) or equal ignore_index")
     picked = np.take_along_axis(log_prob, safe[:, None], axis=1)[:, 0]
     w = weight.astype(log_prob.dtype)[safe] if weight is not None else np.ones_like(picked)
-    w = np.where(ignored, log_prob.dtype.type(0), w)
-    loss = -picked * w
+    zero = log_prob.dtype.type(0)
+    w = np.where(ignored, zero, w)
+    with np.errstate(invalid="ignore"):  # inf * 0 at ignored samples, replaced by 0
+        loss = np.where(ignored, zero, -picked * w)  # not -picked * 0: NaN for NaN or inf
     if reduction == "none":
         return loss
     total = np.sum(loss, dtype=loss.dtype)
@@ -58,7 +60,8 @@ def negative_log_likelihood_loss(input: np.ndarray, target: np.ndarray,
     (opset 12, 13, 22 differ only in dtypes).
 
     input: [N, C] or [N, C, d1, ..., dk] log-probabilities; target: [N] or [N, d1, ..., dk]
-    int32/int64 in [0, C) or equal to ignore_index (those samples give 0 and weigh 0);
+    int32/int64 in [0, C) or equal to ignore_index (those samples give exactly 0, whatever
+    their input -- NaN and infinities included -- and weigh 0);
     weight: optional [C], default all ones. reduction: 'none' -> [N, d1, ...];
     'sum' -> scalar sum; 'mean' (default) -> sum(loss) / sum(applied weights), NaN when every
     sample is ignored. Output dtype = input's; float16/bfloat16 compute in float32.
@@ -99,12 +102,16 @@ def softmax_cross_entropy_loss(scores: np.ndarray, labels: np.ndarray,
 
 
 def _drop(data: np.ndarray, ratio: float, keep: np.ndarray) -> np.ndarray:
-    """output = data * keep / (1 - ratio), in data's dtype (float16 computes in float32)."""
+    """output = scale * data * mask with scale = 1 / (1 - ratio), the spec's formula as
+    written: a dropped element is +-0 times the scaled value, so NaN and infinities stay NaN
+    (as in PyTorch and onnxruntime). In data's dtype (float16 computes in float32). ratio = 1
+    (scale infinite, every element dropped) gives zeros."""
     x = to_work(data)
     if ratio >= 1.0:
         return np.zeros_like(data)
-    scaled = x * x.dtype.type(1.0 / (1.0 - ratio))
-    return np.where(keep, scaled, x.dtype.type(0)).astype(data.dtype, copy=False)
+    scaled = x.dtype.type(1.0 / (1.0 - ratio)) * x
+    with np.errstate(invalid="ignore"):  # inf * 0 = NaN is the formula's answer
+        return (scaled * keep.astype(x.dtype)).astype(data.dtype, copy=False)
 
 
 def _dropout(data: np.ndarray, ratio: float, training: bool, mask_dtype: np.dtype,
