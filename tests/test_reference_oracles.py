@@ -213,3 +213,28 @@ def test_training_dropout_is_scale_times_data_times_mask():
     assert np.isnan(y[dropped & ~finite]).all()
     np.testing.assert_array_equal(y[dropped & finite], 0.0)
     assert (np.signbit(y[dropped & finite]) == np.signbit(x[dropped & finite])).all()
+
+
+@pytest.mark.parametrize(("x", "scale"), [
+    ([1.0, 2.0, -3.5, 0.25], (2.0 + 3.5) / 255),
+    ([np.nan, 1.0, -1e-40, 0.5], np.nan),
+    ([np.inf, 1.0, -2.0, 0.0], np.inf),
+])
+def test_dynamic_quantize_linear_follows_its_formula_through_nan_and_inf(x, scale):
+    """DynamicQuantizeLinear: y_scale = (max(0, max(x)) - min(0, min(x))) / 255, with max and
+    min propagating NaN as ONNX's Max and Min do, so a NaN in x gives a NaN scale and an
+    infinity an infinite one; y = saturate(round(x / y_scale) + y_zero_point), a quotient with
+    no code (NaN) taking 0's, as refmnn's QuantizeLinear does. refmnn read NaN past Python's
+    max() until 2026-11-29 (y_scale 1.0 for the second x); onnx.reference gives NaN there."""
+    x = np.array(x, dtype=np.float32)
+    node = helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"])
+    got = _run(node, [("x", F, [4])], [("y", TensorProto.UINT8, [4]), ("s", F, []),
+                                       ("z", TensorProto.UINT8, [])], 11, x=x)
+    np.testing.assert_allclose(got["s"], scale, rtol=1e-6)
+    if np.isfinite(scale):
+        zero = np.clip(np.round(0 - x.min() / np.float64(scale)), 0, 255)
+        want = np.clip(np.round(x / np.float64(scale)) + zero, 0, 255)
+    else:  # every quotient is 0 or NaN: every code is 0's, and so is the zero point
+        zero, want = 0, np.zeros(4)
+    assert got["z"] == zero
+    np.testing.assert_array_equal(got["y"], want)

@@ -119,8 +119,7 @@ def _quantize(x: np.ndarray, y_scale: np.ndarray, y_zero_point: np.ndarray | Non
             block_param(y_zero_point, x.shape, axis, block_size).astype(np.float32))
     if target.kind in "iu" or target in _NARROW_INT:
         low, high = integer_range(target)
-        quotient = np.where(np.isnan(quotient), 0, quotient)   # NaN: the zero point's code
-        code = np.clip(np.rint(quotient) + zero, low, high)
+        code = np.clip(np.rint(_nan_as_zero(quotient)) + zero, low, high)
         return code.astype(np.int32).astype(target)
     return to_narrow_float(quotient + zero, target, bool(saturate))
 
@@ -278,16 +277,25 @@ def dynamic_quantize_linear(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
 
     All in float32. When hi == lo (x all zeros) the spec divides by zero; here, as in
     onnxruntime, y_scale = 1 and everything quantizes to 0. An empty x behaves as all zeros.
-    x: float32, any shape; y: uint8, x's shape; y_scale: float32 scalar; y_zero_point: uint8
-    scalar.
+    The min and max propagate NaN, as ONNX's Min and Max do: a NaN in x makes y_scale NaN, and
+    an infinity makes it infinite. A quotient with no code (NaN: x / y_scale for a NaN or
+    infinite x or scale, and so the zero point itself then) takes 0's code, as in
+    QuantizeLinear. x: float32, any shape; y: uint8, x's shape; y_scale: float32 scalar;
+    y_zero_point: uint8 scalar.
     """
     x = x.astype(np.float32, copy=False)
-    lo = np.float32(min(0.0, float(x.min()))) if x.size else np.float32(0)
-    hi = np.float32(max(0.0, float(x.max()))) if x.size else np.float32(0)
+    lo = np.minimum(np.float32(0), x.min()) if x.size else np.float32(0)
+    hi = np.maximum(np.float32(0), x.max()) if x.size else np.float32(0)
     scale = np.float32((hi - lo) / np.float32(255)) if hi != lo else np.float32(1)
-    zero = np.rint(np.clip(np.float32(0) - lo / scale, 0, 255)).astype(np.float32)
-    y = np.clip(np.rint(x / scale) + zero, 0, 255).astype(np.uint8)
+    with np.errstate(invalid="ignore"):  # inf / inf, NaN: codes by the rule above
+        zero = np.rint(np.clip(_nan_as_zero(np.float32(0) - lo / scale), 0, 255))
+        y = np.clip(np.rint(_nan_as_zero(x / scale)) + zero, 0, 255).astype(np.uint8)
     return y, np.array(scale, np.float32), np.array(zero, np.uint8)
+
+
+def _nan_as_zero(quotient: np.ndarray) -> np.ndarray:
+    """A quotient to be rounded to a code, NaN (no code) read as 0: the zero point's code."""
+    return np.where(np.isnan(quotient), quotient.dtype.type(0), quotient)
 
 
 # -- QLinearMatMul -----------------------------------------------------------------------------
