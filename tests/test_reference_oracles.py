@@ -173,6 +173,29 @@ def test_attention_qk_output_mode_0_is_the_product_before_softcap():
     np.testing.assert_allclose(got["y"], weights @ v.astype(np.float64), rtol=1e-5, atol=1e-5)
 
 
+def test_lp_normalization_p1_divides_by_the_sum_of_magnitudes():
+    """LpNormalization p=1: x / sum(|x|) along ``axis``. onnx.reference divides by sum(x)
+    (rows with negative values come out wrong: [1, 0.5, -1] -> [2, 1, -2]); onnxruntime
+    agrees with the formula. A row of subnormals keeps its ratios."""
+    x = np.array([[[1.0, 0.5, -1.0], [1.0, -1.0, 1e-40], [-1e-40, 1e-40, 0.0]]], np.float32)
+    y = _run(helper.make_node("LpNormalization", ["x"], ["y"], axis=-1, p=1),
+             [("x", F, [1, 3, 3])], [("y", F, [1, 3, 3])], 17, x=x)["y"]
+    rows = x.astype(np.float64)
+    np.testing.assert_allclose(y, rows / np.abs(rows).sum(axis=-1, keepdims=True), rtol=1e-6)
+
+
+def test_reduce_log_sum_exp_of_infinities():
+    """ReduceLogSumExp = log(sum(exp(x))): a row holding +inf gives +inf and a row of -inf
+    gives log(0) = -inf. onnx.reference subtracts the row's max first and returns NaN for the
+    -inf row (-inf - -inf); onnxruntime returns -inf."""
+    x = np.array([[0.5, np.inf, -1.0], [-np.inf, -np.inf, -np.inf], [1.0, 2.0, 3.0]], np.float32)
+    node = helper.make_node("ReduceLogSumExp", ["x", "axes"], ["y"], keepdims=0)
+    y = _run(node, [("x", F, [3, 3]), ("axes", I64, [1])], [("y", F, [3])], 18, x=x,
+             axes=np.array([1], dtype=np.int64))["y"]
+    assert y[0] == np.inf and y[1] == -np.inf
+    np.testing.assert_allclose(y[2], np.log(np.exp([1.0, 2.0, 3.0]).sum()), rtol=1e-6)
+
+
 @pytest.mark.parametrize("op", ["NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"])
 @pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
 def test_an_ignored_sample_loses_exactly_zero_whatever_its_input(op, reduction):
