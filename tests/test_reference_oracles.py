@@ -261,3 +261,19 @@ def test_dynamic_quantize_linear_follows_its_formula_through_nan_and_inf(x, scal
         zero, want = 0, np.zeros(4)
     assert got["z"] == zero
     np.testing.assert_array_equal(got["y"], want)
+
+
+@pytest.mark.parametrize("ratio", [1.0, -0.25, np.nan])
+def test_training_dropout_refuses_a_ratio_outside_0_to_1(ratio):
+    """The ratio is "with value in [0, 1)": 1 makes the scale infinite, a negative ratio keeps
+    everything at a scale below 1, NaN drops everything -- each a wrong answer if run, so
+    training refuses them (refmnn returned zeros for 1 and ran the others until 2026-11-29;
+    onnx.reference returns NaN for 1). Outside training the ratio is unused."""
+    model = make_model([helper.make_node("Dropout", ["x", "r", "t"], ["y"], name="drop")],
+                       [("x", F, [4]), ("r", F, []), ("t", TensorProto.BOOL, [])],
+                       [("y", F, [4])], opset=13)
+    x, r = np.ones(4, dtype=np.float32), np.array(ratio, dtype=np.float32)
+    with pytest.raises(refmnn.OpError, match=r"node 'drop' \(Dropout, opset 13\).*\[0, 1\)"):
+        refmnn.Session(model).run({"x": x, "r": r, "t": np.array(True)})
+    y = refmnn.Session(model).run({"x": x, "r": r, "t": np.array(False)})["y"]
+    np.testing.assert_array_equal(y, x)

@@ -13,7 +13,8 @@ swapped, the opset changed, a declared input dim or dtype changed, an initialize
 changed, an output renamed or two inputs swapped. With ``--bytes`` the serialized model is
 truncated or has one to four bytes overwritten instead; with ``--values`` the model is kept
 and the first input, when it is a float tensor, is redrawn from NaN, infinities, signed zeros,
-subnormals and a few ordinary values (most useful with ``--backend``). The mutated model is
+subnormals and a few ordinary values (most useful with ``--backend``; ``--all-inputs`` redraws
+every float input: weights, scales, biases too). The mutated model is
 then loaded and run on the reference with the case's inputs (redrawn ones with ``--values``).
 The outcome of each is one of:
 
@@ -181,18 +182,22 @@ SPECIALS = (np.nan, np.inf, -np.inf, -0.0, 0.0, 1e-40, -1e-40, 1.0, -1.0, 0.5)
 accumulation, which the spec leaves open; NaN and infinities propagate the same in any order."""
 
 
-def extreme_feeds(case: Any, index: int, seed: int) -> tuple[dict[str, Any], str]:
+def extreme_feeds(case: Any, index: int, seed: int, every: bool = False
+                  ) -> tuple[dict[str, Any], str]:
     """The case's inputs with the first one's entries, when it is a float tensor (the data: X,
     A, input...), redrawn from :data:`SPECIALS` (NaN, infinities, signed zeros, subnormals, a
-    few ordinary values). Weights, scales and the rest keep the case's values, as in a model
-    whose weights are finite: a kernel may skip a convolution's padding taps rather than
-    multiply them by zero, which differs only for an infinite weight."""
+    few ordinary values); with ``every``, each float input's. By default weights, scales and
+    the rest keep the case's values, as in a model whose weights are finite: a kernel may skip
+    a convolution's padding taps rather than multiply them by zero, which differs only for an
+    infinite weight."""
     rng = np.random.default_rng(index * 1000 + seed)
     feeds = feeds_of(case)
-    name, value = next(iter(feeds.items()), (None, None))
-    if isinstance(value, np.ndarray) and value.dtype.kind == "f" and value.size:
-        feeds[name] = rng.choice(np.array(SPECIALS), size=value.shape).astype(value.dtype)
-    return feeds, f"special float values in {name!r}"
+    redrawn = []
+    for name, value in list(feeds.items())[:None if every else 1]:
+        if isinstance(value, np.ndarray | np.generic) and value.dtype.kind == "f" and value.size:
+            feeds[name] = rng.choice(np.array(SPECIALS), size=np.shape(value)).astype(value.dtype)
+            redrawn.append(repr(name))
+    return feeds, f"special float values in {', '.join(redrawn) or 'no input'}"
 
 
 def feeds_of(case: Any) -> dict[str, np.ndarray]:
@@ -288,6 +293,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bytes", action="store_true", help="corrupt the serialized bytes")
     parser.add_argument("--values", action="store_true",
                         help="keep the model; feed NaN, infinities, signed zeros, subnormals")
+    parser.add_argument("--all-inputs", action="store_true",
+                        help="with --values: redraw every float input, not only the first")
     parser.add_argument("--backend", help="also run on this backend; compare with the reference")
     parser.add_argument("--timeout", type=int, default=20, help="seconds per mutation")
     parser.add_argument("--memory-limit", type=float, default=6.0, help="GiB of address space")
@@ -311,7 +318,8 @@ def main(argv: list[str] | None = None) -> int:
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             feeds = feeds_of(case)
             if args.values:
-                model, (feeds, what) = case.model, extreme_feeds(case, index, seed)
+                model = case.model
+                feeds, what = extreme_feeds(case, index, seed, args.all_inputs)
             else:
                 model, what = (corrupted if args.bytes else mutated)(case, index, seed)
             record = {"case": case.name, "index": index, "seed": seed, "mutation": what,

@@ -104,11 +104,8 @@ def softmax_cross_entropy_loss(scores: np.ndarray, labels: np.ndarray,
 def _drop(data: np.ndarray, ratio: float, keep: np.ndarray) -> np.ndarray:
     """output = scale * data * mask with scale = 1 / (1 - ratio), the spec's formula as
     written: a dropped element is +-0 times the scaled value, so NaN and infinities stay NaN
-    (as in PyTorch and onnxruntime). In data's dtype (float16 computes in float32). ratio = 1
-    (scale infinite, every element dropped) gives zeros."""
+    (as in PyTorch and onnxruntime). In data's dtype (float16 computes in float32)."""
     x = to_work(data)
-    if ratio >= 1.0:
-        return np.zeros_like(data)
     scaled = x.dtype.type(1.0 / (1.0 - ratio)) * x
     with np.errstate(invalid="ignore"):  # inf * 0 = NaN is the formula's answer
         return (scaled * keep.astype(x.dtype)).astype(data.dtype, copy=False)
@@ -119,6 +116,8 @@ def _dropout(data: np.ndarray, ratio: float, training: bool, mask_dtype: np.dtyp
              ) -> tuple[np.ndarray, np.ndarray]:
     if not training or ratio == 0 or rng is None:
         return data, np.ones(data.shape, dtype=mask_dtype)
+    if not 0 <= ratio < 1:  # NaN too; the ratio only matters in training
+        raise ValueError(f"Dropout's ratio must lie in [0, 1) in training, got {ratio}")
     uniform = (rng.uniform(0.0, 1.0, data.shape) if isinstance(rng, np.random.RandomState)
                else rng.random(data.shape))
     keep = uniform >= ratio
@@ -180,8 +179,9 @@ def dropout_12(data: np.ndarray, ratio: np.ndarray | None = None,
                ctx: OpContext) -> tuple[np.ndarray, np.ndarray]:
     """Dropout-12/13/22: output = data * mask / (1 - ratio) in training, data otherwise.
 
-    ratio: optional float scalar in [0, 1), default 0.5; training_mode: optional bool scalar,
-    default False. When not training, or ratio == 0, output = data and mask is all True.
+    ratio: optional float scalar in [0, 1), default 0.5 (another value -- 1, negative, NaN --
+    is an error in training); training_mode: optional bool scalar, default False. When not
+    training, or ratio == 0, output = data and mask is all True.
     Training draws u ~ U[0, 1) per element (numpy RandomState(seed).uniform when ``seed`` is
     set, so runs are reproducible; else the session generator) and keeps u >= ratio.
     mask: bool, data's shape.
