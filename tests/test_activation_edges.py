@@ -19,3 +19,15 @@ def test_leaky_relu_alpha_touches_only_negative_x(alpha):
         np.testing.assert_array_equal(y[2:], X[2:])  # -0.0, 0, 1, inf, NaN unchanged
         assert np.signbit(y[2])  # -0.0 is >= 0: kept as is
         np.testing.assert_array_equal(y[:2], X[:2] * np.float32(alpha))
+
+
+def test_prelu_slope_touches_only_negative_x():
+    """PRelu: Y = X for X >= 0 whatever the slope is -- an infinite or NaN slope included (onnx
+    1.23.2's reference multiplies everywhere: inf * 0 = NaN); each element its own slope."""
+    prelu = default_registry().find("", "PRelu", 16)
+    slope = np.array([np.inf, np.nan, np.inf, np.nan, -np.inf, np.nan, 2.0], np.float32)
+    with np.errstate(invalid="ignore"):
+        y = prelu(X, slope)
+    np.testing.assert_array_equal(y[2:], X[2:])
+    assert np.signbit(y[2])
+    np.testing.assert_array_equal(y[:2], [-np.inf, np.nan])  # -inf * inf, -2 * NaN
