@@ -375,6 +375,22 @@ def test_clip():
     check_node(model, {"X": rand(4, 9)})
 
 
+@pytest.mark.parametrize("bounds", [(np.nan, 0.5), (-0.5, np.nan)])
+def test_clip_with_a_nan_bound_is_nan(bounds):
+    """Clip is Min(max, Max(input, min)) and ONNX's Max and Min propagate NaN: a NaN bound
+    makes every element NaN, as the reference says (numba's comparisons skipped it; found by
+    tools/fuzz_models.py --values --all-inputs)."""
+    node = helper.make_node("Clip", ["X", "lo", "hi"], ["Y"], name="n0")
+    model = make_model([node], [("X", F, (3, 4)), ("lo", F, ()), ("hi", F, ())],
+                       [("Y", F, (3, 4))])
+    lo, hi = (np.array(b, np.float32) for b in bounds)
+
+    def all_nan(scheme, outputs):
+        assert np.isnan(outputs[0]).all(), scheme
+
+    check_node(model, {"X": rand(3, 4), "lo": lo, "hi": hi}, tol=None, inspect=all_nan)
+
+
 @pytest.mark.parametrize("op", ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"])
 @pytest.mark.parametrize(("axes", "keepdims"), [((3,), 1), ((2, 3), 1), ((1,), 0), ((0, 2), 1), (None, 0),
                                                 ((-1, 1), 0)])

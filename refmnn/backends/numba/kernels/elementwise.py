@@ -297,6 +297,9 @@ class Unary(Kernel):
             given = [inputs[i] if len(inputs) > i else None for i in (1, 2)]
             lo = np.float32(-np.inf if given[0] is None else given[0].item())
             hi = np.float32(np.inf if given[1] is None else given[1].item())
+            if lo != lo or hi != hi:  # Min(max, Max(x, min)) with NaN-propagating Max and Min
+                flat(outputs[0]).fill(np.nan)
+                return
         unary_kernel(self.code, flat(inputs[0]), flat(outputs[0]), lo, hi)
 
 
