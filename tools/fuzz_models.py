@@ -23,8 +23,9 @@ The outcome of each is one of:
 * ``BUG``: any other exception -- refmnn let bad input through to a raw NumPy or Python
   error (the tool prints the exception and the innermost frames);
 * ``HANG``: no answer within ``--timeout`` seconds;
-* ``DIFF`` (``--diff`` only): refmnn and onnx.reference both ran and disagree beyond rtol 1e-3,
-  atol 1e-4. onnx.reference is not always right, so a DIFF is a lead to read, not a verdict;
+* ``DIFF`` (``--diff`` only): refmnn and onnx.reference (or ``--peer onnxruntime``) both ran
+  and disagree beyond rtol 1e-3, atol 1e-4. Neither is always right, so a DIFF is a lead to
+  read, not a verdict (tests/test_reference_oracles.py holds the ones read);
 * ``BACKEND-DIFF`` / ``BACKEND-REFUSED`` (``--backend NAME``): the reference ran, and the same
   model placed on that backend (falling back to the reference where it has no kernel) gave
   different outputs (same tolerance), or raised a RefmnnError. The reference is the spec, so
@@ -207,17 +208,25 @@ def feeds_of(case: Any) -> dict[str, np.ndarray]:
     return dict(zip(names, case.data_sets[0][0], strict=False))
 
 
-def compare(model: onnx.ModelProto, feeds: dict[str, np.ndarray],
-            got: dict[str, Any]) -> str | None:
-    """How refmnn's outputs differ from onnx.reference's (None: they agree, or it failed)."""
-    from onnx.reference import ReferenceEvaluator
-
+def compare(model: onnx.ModelProto, feeds: dict[str, np.ndarray], got: dict[str, Any],
+            peer: str = "onnx.reference") -> str | None:
+    """How refmnn's outputs differ from the peer's, onnx.reference's or onnxruntime's (None:
+    they agree, or the peer failed)."""
     try:
-        want = ReferenceEvaluator(model).run(None, feeds)
+        if peer == "onnxruntime":
+            import onnxruntime
+
+            session = onnxruntime.InferenceSession(model.SerializeToString(),
+                                                   providers=["CPUExecutionProvider"])
+            want = session.run(None, feeds)
+        else:
+            from onnx.reference import ReferenceEvaluator
+
+            want = ReferenceEvaluator(model).run(None, feeds)
     except Exception:
         return None
     return differences(got, dict(zip((o.name for o in model.graph.output), want, strict=False)),
-                       "onnx.reference")
+                       peer)
 
 
 def differences(got: dict[str, Any], want: dict[str, Any], other: str) -> str | None:
@@ -252,7 +261,8 @@ def _alarm(signum: int, frame: Any) -> None:
 
 
 def run_one(model: onnx.ModelProto | bytes, feeds: dict[str, np.ndarray], diff: bool,
-            timeout: int, backend: str | None = None) -> dict[str, Any]:
+            timeout: int, backend: str | None = None, peer: str = "onnx.reference"
+            ) -> dict[str, Any]:
     """Load and run one mutated model; the outcome as a JSON-ready dict."""
     import refmnn
 
@@ -279,7 +289,8 @@ def run_one(model: onnx.ModelProto | bytes, feeds: dict[str, np.ndarray], diff: 
                 "where": [f"{f.filename}:{f.lineno} {f.name}" for f in frames]}
     finally:
         signal.alarm(0)
-    difference = compare(model, feeds, got) if diff and not isinstance(model, bytes) else None
+    difference = compare(model, feeds, got, peer) if diff and not isinstance(model, bytes) \
+        else None
     return {"status": "DIFF", "diff": difference} if difference else {"status": "ok"}
 
 
@@ -290,6 +301,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=3, help="mutations per case")
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--diff", action="store_true", help="also compare with onnx.reference")
+    parser.add_argument("--peer", choices=("onnx.reference", "onnxruntime"),
+                        default="onnx.reference",
+                        help="with --diff: the engine to compare with (onnxruntime may crash "
+                        "the process on a malformed model: best with --values)")
     parser.add_argument("--bytes", action="store_true", help="corrupt the serialized bytes")
     parser.add_argument("--values", action="store_true",
                         help="keep the model; feed NaN, infinities, signed zeros, subnormals")
@@ -323,7 +338,8 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 model, what = (corrupted if args.bytes else mutated)(case, index, seed)
             record = {"case": case.name, "index": index, "seed": seed, "mutation": what,
-                      **run_one(model, feeds, args.diff, args.timeout, args.backend)}
+                      **run_one(model, feeds, args.diff, args.timeout, args.backend,
+                                args.peer)}
             counts[record["status"]] += 1
             if record["status"] not in ("ok", "refused"):
                 findings.append(record)
