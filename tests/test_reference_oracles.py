@@ -277,3 +277,21 @@ def test_training_dropout_refuses_a_ratio_outside_0_to_1(ratio):
         refmnn.Session(model).run({"x": x, "r": r, "t": np.array(True)})
     y = refmnn.Session(model).run({"x": x, "r": r, "t": np.array(False)})["y"]
     np.testing.assert_array_equal(y, x)
+
+
+@pytest.mark.parametrize(("opset", "dtype", "limit"), [
+    (13, np.float32, np.finfo(np.float32).max), (13, np.float16, np.finfo(np.float16).max),
+    (13, np.float64, np.finfo(np.float64).max), (6, np.float32, 3.4028234663852886e38),
+    (6, np.float16, np.inf), (1, np.float32, np.inf)])
+def test_clip_without_bounds_clips_infinities_to_the_default_limits(opset, dtype, limit):
+    """Clip-11+: min and max "default to numeric_limits::lowest() and numeric_limits::max()",
+    so +-inf become the type's largest finite values; Clip-6's attributes default to
+    -+3.4028234663852886e38 (infinite in float16: no clipping there); Clip-1 has no default.
+    onnxruntime 1.32 agrees (Clip-6 float32 and Clip-13 of every float type); onnx.reference
+    1.23.2 leaves Clip-13's infinities alone, and so did refmnn (every opset) until
+    2026-11-29."""
+    elem = {np.float32: F, np.float16: TensorProto.FLOAT16, np.float64: TensorProto.DOUBLE}
+    x = np.array([np.inf, -np.inf, 1.5, np.nan], dtype=dtype)
+    node = helper.make_node("Clip", ["x"], ["y"])
+    y = _run(node, [("x", elem[dtype], [4])], [("y", elem[dtype], [4])], opset, x=x)["y"]
+    np.testing.assert_array_equal(y, np.array([limit, -limit, 1.5, np.nan]).astype(dtype))

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from functools import reduce
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from refmnn.dtypes import DType, compute_dtype, is_narrow
@@ -629,22 +630,37 @@ def _clip(X: np.ndarray, lo: Any, hi: Any, out: np.ndarray | None = None) -> np.
     return np.asarray(np.clip(X, lo, hi, out=target))  # asarray: a 0-d X gives a scalar
 
 
-def _attr_bound(value: float | None, dtype: np.dtype, default: float) -> Any:
-    """A Clip-1/6 float attribute as a bound of X's dtype; None when it is absent, or when it
-    lies beyond the dtype's range (so it clips nothing)."""
-    if value is None or value == default:
+def _attr_bound(value: float | None, dtype: np.dtype) -> Any:
+    """A Clip-1/6 float attribute as a bound of X's dtype (one beyond the dtype's range becomes
+    an infinity, which clips nothing); None when it is absent."""
+    return None if value is None else _scalar(value, dtype)
+
+
+def clip_limits(dtype: Any) -> tuple[float, float] | None:
+    """The bounds Clip-11+ uses for an absent min and max: numeric_limits::lowest() and max()
+    of a float type (so +-inf clip to the largest finite values); None for an integer type,
+    whose limits clip nothing."""
+    dtype = np.dtype(dtype)
+    if dtype.kind in "iub":
         return None
-    return _scalar(value, dtype)
+    info = ml_dtypes.finfo(dtype)
+    return float(info.min), float(info.max)
 
 
 @op("Clip", since=11, inputs=("input", "min?", "max?"), outputs=("output",), infer=same_as(0))
 def clip(input: np.ndarray, min: np.ndarray | None = None,
          max: np.ndarray | None = None, *, out: np.ndarray | None = None) -> np.ndarray:
     """output = Min(max, Max(input, min)), elementwise; min and max are optional 0-d tensors of
-    input's type (absent: no bound). When min > max every element becomes max. NaN stays
-    NaN. Floats from 11; every integer type from 12; bfloat16 from 13."""
-    lo = None if min is None else min.reshape(()).astype(input.dtype, copy=False)
-    hi = None if max is None else max.reshape(()).astype(input.dtype, copy=False)
+    input's type that "default to numeric_limits::lowest() and numeric_limits::max()": for a
+    float type an absent bound is its largest finite value, so +-inf clip to it (float32:
+    +-3.4028235e38). When min > max every element becomes max. NaN stays NaN; a NaN bound
+    makes every element NaN (Max and Min propagate it). Floats from 11; every integer type
+    from 12; bfloat16 from 13."""
+    limits = clip_limits(input.dtype) if min is None or max is None else None
+    lo = (None if limits is None else _scalar(limits[0], input.dtype)) if min is None else \
+        min.reshape(()).astype(input.dtype, copy=False)
+    hi = (None if limits is None else _scalar(limits[1], input.dtype)) if max is None else \
+        max.reshape(()).astype(input.dtype, copy=False)
     return _clip(input, lo, hi, out)
 
 
@@ -656,10 +672,11 @@ _FLT_MAX = 3.4028234663852886e38
            Attr("min", "float", -_FLT_MAX, "lower bound")))
 def clip_6(input: np.ndarray, *, max: float, min: float,
            out: np.ndarray | None = None) -> np.ndarray:
-    """output = min(max(input, min), max) with float attributes (defaults: the float32 range,
-    i.e. no clipping); when min > max every element becomes max. Float types."""
-    return _clip(input, _attr_bound(min, input.dtype, -_FLT_MAX),
-                 _attr_bound(max, input.dtype, _FLT_MAX), out)
+    """output = min(max(input, min), max) with float attributes, defaults -+3.4028234663852886e38
+    as the spec writes them: float32's +-inf clip to +-3.4028235e38 (as in onnxruntime and
+    onnx.reference), float64 values beyond are clipped too, and in float16 the defaults are
+    infinite and clip nothing. When min > max every element becomes max. Float types."""
+    return _clip(input, _attr_bound(min, input.dtype), _attr_bound(max, input.dtype), out)
 
 
 @op("Clip", since=1, inputs=("input",), outputs=("output",), infer=same_as(0),
@@ -668,8 +685,7 @@ def clip_6(input: np.ndarray, *, max: float, min: float,
 def clip_1(input: np.ndarray, *, consumed_inputs: Any, max: float | None,
            min: float | None) -> np.ndarray:
     """As Clip-6, but an absent min/max means no bound; ``consumed_inputs`` is ignored."""
-    return _clip(input, _attr_bound(min, input.dtype, -np.inf),
-                 _attr_bound(max, input.dtype, np.inf))
+    return _clip(input, _attr_bound(min, input.dtype), _attr_bound(max, input.dtype))
 
 
 # --------------------------------------------------------------------------------------------

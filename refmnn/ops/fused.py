@@ -29,7 +29,8 @@ activation      meaning (the reference it calls)               parameters
 ``leaky_relu``  LeakyRelu-16                                   ``activation_alpha``
 ``clip``        Clip-13 with scalar bounds of Y's dtype        ``activation_min``,
                 (``relu6`` is clip with 0 and 6; an infinite   ``activation_max``
-                bound clips nothing)
+                bound clips nothing, and the fusion pass
+                gives an absent bound as the type's limit)
 ``sigmoid``     Sigmoid-13
 ``tanh``        Tanh-13
 ``gelu``        Gelu-20, approximate="none"
@@ -80,7 +81,7 @@ def apply_activation(y: np.ndarray, activation: str, alpha: float, lo: float, hi
     if activation == "clip":
         low = None if lo == float("-inf") else np.array(lo, dtype=y.dtype)
         high = None if hi == float("inf") else np.array(hi, dtype=y.dtype)
-        return ew_ops.clip.reference(y, low, high)
+        return ew_ops._clip(y, low, high)  # Clip's min(max(y, low), high); None: no bound
     if activation == "sigmoid":
         return act_ops.sigmoid.reference(y)
     if activation == "tanh":

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from refmnn.graph import Graph, Node, TensorType, ValueType
+from refmnn.ops.elementwise import clip_limits
 from refmnn.ops.fused import DOMAIN as FUSED_DOMAIN, POOL_ATTRS
 from refmnn.ops.registry import OpRegistry
 from refmnn.schedule.attention import absorb_attention_transposes, fuse_attention
@@ -292,21 +293,23 @@ def _activation_of(graph: Graph, ctx: PassContext, node: Node) -> dict[str, Any]
         return {"activation": "gelu" if attrs.get("approximate", "none") == "none" else "gelu_tanh"}
     if op != "Clip":
         return None
-    if opset >= 11:
+    if opset >= 11:  # an absent bound is the type's lowest / max (ew_ops.clip_limits)
+        t = ctx.types.get(node.inputs[0])
+        if not isinstance(t, TensorType) or t.dtype is None:
+            return None
+        limits = clip_limits(t.dtype.numpy) or (float("-inf"), float("inf"))
         bounds = []
         for index in (1, 2):
             name = node.inputs[index] if len(node.inputs) > index else ""
-            value = _scalar(graph, ctx, name) if name else (float("-inf"), float("inf"))[index - 1]
+            value = _scalar(graph, ctx, name) if name else limits[index - 1]
             if value is None:
                 return None
             bounds.append(value)
         lo, hi = bounds
-    else:
+    else:  # Clip-6's attributes default to -+FLT_MAX; Clip-1 has no default (no bound)
         limit = 3.4028234663852886e38 if opset >= 6 else float("inf")
-        lo = float(attrs.get("min", -limit) if attrs.get("min") is not None else -limit)
-        hi = float(attrs.get("max", limit) if attrs.get("max") is not None else limit)
-        lo = float("-inf") if lo <= -3.4028234663852886e38 else lo
-        hi = float("inf") if hi >= 3.4028234663852886e38 else hi
+        lo = float(attrs["min"]) if attrs.get("min") is not None else -limit
+        hi = float(attrs["max"]) if attrs.get("max") is not None else limit
     return {"activation": "clip", "activation_min": lo, "activation_max": hi}
 
 

@@ -32,6 +32,7 @@ from refmnn.backends.numba.kernels._common import (F32, JIT, Bound, BoundRun, br
 
 RANK = 6
 from refmnn.dtypes import DType
+from refmnn.ops.elementwise import clip_limits
 
 CALL = 2000.0  # rough cost of one kernel call, in element-operation units
 
@@ -295,8 +296,9 @@ class Unary(Kernel):
         lo = hi = np.float32(0)
         if self.code == CLIP:
             given = [inputs[i] if len(inputs) > i else None for i in (1, 2)]
-            lo = np.float32(-np.inf if given[0] is None else given[0].item())
-            hi = np.float32(np.inf if given[1] is None else given[1].item())
+            lowest, highest = clip_limits(np.float32)  # an absent bound (Clip-11+)
+            lo = np.float32(lowest if given[0] is None else given[0].item())
+            hi = np.float32(highest if given[1] is None else given[1].item())
             if lo != lo or hi != hi:  # Min(max, Max(x, min)) with NaN-propagating Max and Min
                 flat(outputs[0]).fill(np.nan)
                 return

@@ -29,6 +29,7 @@ from refmnn.backends.opencl.kernels._common import (
     storage_defines,
 )
 from refmnn.dtypes import DType
+from refmnn.ops.elementwise import clip_limits
 
 BINARY = {"Add": 0, "Sub": 1, "Mul": 2, "Div": 3, "Pow": 4, "Max": 5, "Min": 6}
 UNARY = {"Relu": 0, "Sigmoid": 1, "Tanh": 2, "Erf": 3, "Exp": 4, "Log": 5, "Sqrt": 6, "Neg": 7,
@@ -85,11 +86,14 @@ class Unary(OneD):
         self.n = numel(spec.outputs[0].shape)
         self.alpha, self.beta = 0.0, 0.0
         if op == "Clip":
-            if spec.opdef.since < 11:
-                lo, hi = spec.attrs.get("min", -np.inf), spec.attrs.get("max", np.inf)
-            else:
-                lo = spec.constants.get(1, -np.inf) if len(spec.node.inputs) > 1 and spec.node.inputs[1] else -np.inf
-                hi = spec.constants.get(2, np.inf) if len(spec.node.inputs) > 2 and spec.node.inputs[2] else np.inf
+            names = spec.node.inputs
+            if spec.opdef.since < 11:  # attributes, defaults applied (Clip-1's: None)
+                lo, hi = (spec.attrs.get(key) for key in ("min", "max"))
+                lo, hi = -np.inf if lo is None else lo, np.inf if hi is None else hi
+            else:  # an absent bound is the type's lowest / max
+                lowest, highest = clip_limits(spec.outputs[0].dtype.numpy) or (-np.inf, np.inf)
+                lo = spec.constants.get(1, lowest) if len(names) > 1 and names[1] else lowest
+                hi = spec.constants.get(2, highest) if len(names) > 2 and names[2] else highest
             self.alpha, self.beta = float(np.asarray(lo)), float(np.asarray(hi))
         elif op in ("LeakyRelu", "Elu"):
             self.alpha = float(spec.attrs["alpha"])
