@@ -295,3 +295,26 @@ def test_clip_without_bounds_clips_infinities_to_the_default_limits(opset, dtype
     node = helper.make_node("Clip", ["x"], ["y"])
     y = _run(node, [("x", elem[dtype], [4])], [("y", elem[dtype], [4])], opset, x=x)["y"]
     np.testing.assert_array_equal(y, np.array([limit, -limit, 1.5, np.nan]).astype(dtype))
+
+
+def test_attention_zeroes_only_the_rows_the_mask_leaves_without_a_key():
+    """Attention-23: "a fully-masked query row (every key's combined additive bias is -inf)
+    produces a zero output row"; a row whose *scores* are all -inf (a -inf query against
+    positive keys, no mask) is not masked, and softmax gives NaN there (-inf - -inf), as in
+    onnxruntime. refmnn zeroed both until 2026-11-29 (found by fuzz_models --diff --peer
+    onnxruntime --values)."""
+    rng = np.random.default_rng(4)
+    q = rng.random((1, 1, 3, 4)).astype(np.float32)
+    k, v = (rng.random((1, 1, 5, 4)).astype(np.float32) + 0.1 for _ in range(2))
+    q[0, 0, 1] = -np.inf  # row 1: every score -inf
+    mask = np.ones((3, 5), dtype=bool)
+    mask[2] = False  # row 2: every key masked
+    node = helper.make_node("Attention", ["q", "k", "v", "m"], ["y"])
+    y = _run(node, [("q", F, [1, 1, 3, 4]), ("k", F, [1, 1, 5, 4]), ("v", F, [1, 1, 5, 4]),
+                    ("m", TensorProto.BOOL, [3, 5])], [("y", F, [1, 1, 3, 4])], 23,
+             q=q, k=k, v=v, m=mask)["y"][0, 0]
+    scores = q[0, 0, 0].astype(np.float64) @ k[0, 0].T.astype(np.float64) / 2.0  # 1/sqrt(4)
+    weights = np.exp(scores - scores.max()) / np.exp(scores - scores.max()).sum()
+    np.testing.assert_allclose(y[0], weights @ v[0, 0], rtol=1e-5)
+    assert np.isnan(y[1]).all()
+    np.testing.assert_array_equal(y[2], 0.0)

@@ -46,13 +46,13 @@ def _repeat_kv(x: np.ndarray, q_heads: int) -> np.ndarray:
     return np.repeat(x, q_heads // kv_heads, axis=1)
 
 
-def _safe_softmax(x: np.ndarray) -> np.ndarray:
-    """Softmax over the last axis; a row that is entirely -inf gives zeros, not NaN."""
-    x_max = np.max(x, axis=-1, keepdims=True, initial=-np.inf)
-    x_max = np.where(np.isneginf(x_max), 0, x_max)
-    e = np.exp(x - x_max)
-    s = np.sum(e, axis=-1, keepdims=True)
-    return e / np.where(s == 0, 1, s)
+def _softmax(x: np.ndarray) -> np.ndarray:
+    """Softmax over the last axis, the row's max subtracted first, as Softmax-13 computes it:
+    a row of scores that are all -inf (a -inf query, not a mask) gives NaN, as in onnxruntime;
+    the caller zeroes the rows the mask leaves without a key."""
+    with np.errstate(invalid="ignore"):  # -inf - -inf: NaN, the formula's answer
+        e = np.exp(x - np.max(x, axis=-1, keepdims=True, initial=-np.inf))
+        return e / np.sum(e, axis=-1, keepdims=True)
 
 
 def _mul_dims(a: Dim, b: Dim) -> Dim:
@@ -165,7 +165,7 @@ def _attention(Q, K, V, attn_mask, past_key, past_value, nonpad_kv_seqlen, *, sc
         if softmax_precision not in _SOFTMAX_PRECISIONS:
             raise ValueError(f"unsupported softmax_precision {softmax_precision}")
         soft_dtype = _SOFTMAX_PRECISIONS[softmax_precision].numpy
-    probs = _safe_softmax(logits.astype(soft_dtype).astype(compute_dtype(soft_dtype)))
+    probs = _softmax(logits.astype(soft_dtype).astype(compute_dtype(soft_dtype)))
     probs = probs.astype(soft_dtype)
     # a row whose bias is -inf everywhere has no attendable key: it is a zero row
     fully_masked = np.isneginf(np.max(bias, axis=-1, keepdims=True, initial=-np.inf))
