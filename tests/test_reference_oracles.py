@@ -318,3 +318,19 @@ def test_attention_zeroes_only_the_rows_the_mask_leaves_without_a_key():
     np.testing.assert_allclose(y[0], weights @ v[0, 0], rtol=1e-5)
     assert np.isnan(y[1]).all()
     np.testing.assert_array_equal(y[2], 0.0)
+
+
+def test_det_of_a_matrix_with_nan_or_infinity_is_never_finite():
+    """Det by Leibniz's formula ad - bc on 2 x 2 matrices, in IEEE arithmetic: NaN anywhere
+    gives NaN, an infinite entry gives +-inf or NaN (inf * 0). LU's zero-pivot shortcut
+    reported 0 for [[-0, -inf], [-0, 1]] and [[0, -0], [NaN, inf]] until 2026-11-29
+    (onnxruntime gives NaN for both; found by fuzz_models --diff --peer onnxruntime)."""
+    x = np.array([[[-0.0, -np.inf], [-0.0, 1.0]], [[0.0, -0.0], [np.nan, np.inf]],
+                  [[np.inf, 0.0], [0.0, 1.0]], [[np.inf, 1.0], [1.0, np.inf]],
+                  [[1.0, 2.0], [3.0, 4.0]], [[1e-40, -1e-40], [-1.0, -1e-40]]], np.float32)
+    y = _run(helper.make_node("Det", ["x"], ["y"]), [("x", F, [6, 2, 2])], [("y", F, [6])],
+             22, x=x)["y"]
+    m = x.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        want = m[:, 0, 0] * m[:, 1, 1] - m[:, 0, 1] * m[:, 1, 0]
+    np.testing.assert_allclose(y, want.astype(np.float32), rtol=1e-6)  # NaN equals NaN here

@@ -255,10 +255,17 @@ def det(X: np.ndarray) -> np.ndarray:
 
     X: [*, M, M] float; Y: [*] in X's dtype (a 2-D X gives a scalar). Computed by LU
     factorisation (numpy.linalg.det), float16/bfloat16 in float32. Singular matrices give 0
-    (up to rounding); an empty 0x0 matrix gives 1.
+    (up to rounding); an empty 0x0 matrix gives 1. A matrix holding NaN gives NaN, and one
+    holding an infinity gives +-inf or NaN, never a finite value: in Leibniz's sum every term
+    with an infinite entry is +-inf or inf * 0 = NaN (LU's zero-pivot shortcut reported 0
+    for [[0, inf], [0, 1]]; onnxruntime gives NaN).
     """
     w = np.asarray(X, dtype=np.float64 if X.dtype == np.float64 else work_dtype(X.dtype))
-    return np.asarray(np.linalg.det(w)).astype(X.dtype, copy=False)
+    with np.errstate(invalid="ignore"):
+        y = np.linalg.det(w)
+    finite = np.isfinite(w).all(axis=(-2, -1))
+    kept = finite | (np.isinf(y) & ~np.isnan(w).any(axis=(-2, -1)))
+    return np.asarray(np.where(kept, y, np.nan)).astype(X.dtype, copy=False)
 
 
 OPS = (matmul, gemm_1, gemm_7, gemm_11, matmul_integer, einsum, det)
