@@ -1,11 +1,12 @@
 """The reference where other engines disagree with it, checked against oracles written here.
 
 Each case is one the fuzzer (tools/fuzz_models.py --diff, with --values for NaN and
-infinities) or the issue found where refmnn and onnx's reference evaluator give different
-answers -- twice refmnn was the one that was wrong (the losses and Dropout below, fixed). The
-oracle is a plain loop or formula over the spec's words, in float64, sharing no code with
-refmnn; what onnx.reference 1.23.2 and onnxruntime 1.32 return is said in each docstring
-(measured 2026-11-29).
+infinities, against onnx.reference or --peer onnxruntime) or the issue found where refmnn and
+another engine give different answers; where refmnn was the one that was wrong (the losses,
+Dropout, DynamicQuantizeLinear, Clip's defaults, Attention's -inf rows, Det), the docstring
+says so and the test failed on the old code. The oracle is a plain loop or formula over the
+spec's words, in float64, sharing no code with refmnn; what onnx.reference 1.23.2 and
+onnxruntime 1.32 return is said in each docstring (measured 2026-11-29).
 """
 
 from __future__ import annotations
