@@ -293,18 +293,18 @@ def _activation_of(graph: Graph, ctx: PassContext, node: Node) -> dict[str, Any]
         return {"activation": "gelu" if attrs.get("approximate", "none") == "none" else "gelu_tanh"}
     if op != "Clip":
         return None
-    if opset >= 11:  # an absent bound is the type's lowest / max (ew_ops.clip_limits)
-        t = ctx.types.get(node.inputs[0])
-        if not isinstance(t, TensorType) or t.dtype is None:
-            return None
-        limits = clip_limits(t.dtype.numpy) or (float("-inf"), float("inf"))
-        bounds = []
-        for index in (1, 2):
-            name = node.inputs[index] if len(node.inputs) > index else ""
-            value = _scalar(graph, ctx, name) if name else limits[index - 1]
-            if value is None:
+    if opset >= 11:
+        names = [node.inputs[i] if len(node.inputs) > i else "" for i in (1, 2)]
+        limits = (float("-inf"), float("inf"))
+        if not all(names):  # an absent bound is the type's lowest / max (ew_ops.clip_limits)
+            t = ctx.types.get(node.inputs[0])
+            if not isinstance(t, TensorType) or t.dtype is None:
                 return None
-            bounds.append(value)
+            limits = clip_limits(t.dtype.numpy) or limits
+        bounds = [_scalar(graph, ctx, name) if name else limit
+                  for name, limit in zip(names, limits, strict=True)]
+        if None in bounds:
+            return None
         lo, hi = bounds
     else:  # Clip-6's attributes default to -+FLT_MAX; Clip-1 has no default (no bound)
         limit = 3.4028234663852886e38 if opset >= 6 else float("inf")

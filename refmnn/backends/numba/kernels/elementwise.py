@@ -291,12 +291,13 @@ class Where(Binary):
 class Unary(Kernel):
     def __init__(self, op: str) -> None:
         self.code = UNARY_CODES[op]
+        self.limits = clip_limits(np.float32)  # Clip-11+'s absent bounds (lowest, max)
 
     def run(self, inputs, outputs, workspace):
         lo = hi = np.float32(0)
         if self.code == CLIP:
             given = [inputs[i] if len(inputs) > i else None for i in (1, 2)]
-            lowest, highest = clip_limits(np.float32)  # an absent bound (Clip-11+)
+            lowest, highest = self.limits
             lo = np.float32(lowest if given[0] is None else given[0].item())
             hi = np.float32(highest if given[1] is None else given[1].item())
             if lo != lo or hi != hi:  # Min(max, Max(x, min)) with NaN-propagating Max and Min
