@@ -4,6 +4,7 @@
     .venv/bin/python tools/fuzz_models.py --stop 300 --seeds 1 --diff
     .venv/bin/python tools/fuzz_models.py --bytes              # corrupt the serialized bytes
     .venv/bin/python tools/fuzz_models.py --backend numba      # and check a backend against it
+    .venv/bin/python tools/fuzz_models.py --opsets --diff --peer onnxruntime  # older opsets
 
 Each of the installed onnx package's node cases (a one-node model with its inputs; the
 expanded ones and control flow have more, subgraphs included) is copied and mutated by a
@@ -14,7 +15,10 @@ changed, an output renamed or two inputs swapped. With ``--bytes`` the serialize
 truncated or has one to four bytes overwritten instead; with ``--values`` the model is kept
 and the first input, when it is a float tensor, is redrawn from NaN, infinities, signed zeros,
 subnormals and a few ordinary values (most useful with ``--backend``; ``--all-inputs`` redraws
-every float input: weights, scales, biases too). The mutated model is
+every float input: weights, scales, biases too); with ``--opsets`` the model and inputs are
+kept and the default-domain opset is lowered to each older version (7 and up) where one of its
+ops has another definition and the model still passes onnx's checker (best with ``--diff``:
+old-opset semantics against a peer's). The mutated model is
 then loaded and run on the reference with the case's inputs (redrawn ones with ``--values``).
 The outcome of each is one of:
 
@@ -183,6 +187,35 @@ SPECIALS = (np.nan, np.inf, -np.inf, -0.0, 0.0, 1e-40, -1e-40, 1.0, -1.0, 0.5)
 accumulation, which the spec leaves open; NaN and infinities propagate the same in any order."""
 
 
+def older_opsets(case: Any) -> list[tuple[onnx.ModelProto, str]]:
+    """The case's model re-declared at each older default-domain opset (7 and up) where one of
+    its ops has a different definition, and where the model still passes onnx's checker with
+    strict shape inference there (its attributes and inputs are those of that version)."""
+    domain = next((o for o in case.model.opset_import if o.domain in ("", "ai.onnx")), None)
+    if domain is None:
+        return []
+    versions = set()
+    for node in _nodes(case.model.graph):
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        for version in range(7, domain.version):
+            try:
+                versions.add(onnx.defs.get_schema(node.op_type, version, "").since_version)
+            except onnx.defs.SchemaError:
+                continue
+    result = []
+    for version in sorted(v for v in versions if 7 <= v < domain.version):
+        model = onnx.ModelProto()
+        model.CopyFrom(case.model)
+        next(o for o in model.opset_import if o.domain in ("", "ai.onnx")).version = version
+        try:
+            onnx.checker.check_model(model, full_check=True)
+        except Exception:
+            continue
+        result.append((model, f"opset {version}"))
+    return result
+
+
 def extreme_feeds(case: Any, index: int, seed: int, every: bool = False
                   ) -> tuple[dict[str, Any], str]:
     """The case's inputs with the first one's entries, when it is a float tensor (the data: X,
@@ -202,10 +235,13 @@ def extreme_feeds(case: Any, index: int, seed: int, every: bool = False
 
 
 def feeds_of(case: Any) -> dict[str, np.ndarray]:
-    """The case's first set of inputs, by the original model's input names."""
+    """The case's first set of inputs, by the original model's input names (a TensorProto,
+    as the float8/int4 cases give, as its array)."""
     initialized = {t.name for t in case.model.graph.initializer}
     names = [v.name for v in case.model.graph.input if v.name not in initialized]
-    return dict(zip(names, case.data_sets[0][0], strict=False))
+    values = [onnx.numpy_helper.to_array(v) if isinstance(v, onnx.TensorProto) else v
+              for v in case.data_sets[0][0]]
+    return dict(zip(names, values, strict=False))
 
 
 def compare(model: onnx.ModelProto, feeds: dict[str, np.ndarray], got: dict[str, Any],
@@ -306,6 +342,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --diff: the engine to compare with (onnxruntime may crash "
                         "the process on a malformed model: best with --values)")
     parser.add_argument("--bytes", action="store_true", help="corrupt the serialized bytes")
+    parser.add_argument("--opsets", action="store_true",
+                        help="keep the model and inputs; run them at each older opset (7 and "
+                        "up) where an op's definition differs and the model is still valid")
     parser.add_argument("--values", action="store_true",
                         help="keep the model; feed NaN, infinities, signed zeros, subnormals")
     parser.add_argument("--all-inputs", action="store_true",
@@ -330,9 +369,14 @@ def main(argv: list[str] | None = None) -> int:
         case = cases[index]
         if not case.data_sets:
             continue
-        for seed in range(args.first_seed, args.first_seed + args.seeds):
+        older = older_opsets(case) if args.opsets else []
+        seeds = range(len(older)) if args.opsets else \
+            range(args.first_seed, args.first_seed + args.seeds)
+        for seed in seeds:
             feeds = feeds_of(case)
-            if args.values:
+            if args.opsets:
+                model, what = older[seed]
+            elif args.values:
                 model = case.model
                 feeds, what = extreme_feeds(case, index, seed, args.all_inputs)
             else:
