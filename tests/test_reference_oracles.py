@@ -335,3 +335,32 @@ def test_det_of_a_matrix_with_nan_or_infinity_is_never_finite():
     with np.errstate(invalid="ignore"):
         want = m[:, 0, 0] * m[:, 1, 1] - m[:, 0, 1] * m[:, 1, 0]
     np.testing.assert_allclose(y, want.astype(np.float32), rtol=1e-6)  # NaN equals NaN here
+
+
+@pytest.mark.parametrize("opset", [7, 11, 22])
+@pytest.mark.parametrize(("attrs", "begin"), [
+    ({"auto_pad": "SAME_UPPER"}, 1),                 # total 13 - 10 = 3: 1 at the start
+    ({"auto_pad": "SAME_LOWER"}, 2),
+    ({"output_shape": [11]}, 1),                     # NOTSET, total 2
+    ({"output_shape": [10]}, 2),                     # NOTSET, total 3: the larger half first
+])
+def test_conv_transpose_splits_a_derived_padding_the_same_at_every_opset(opset, attrs, begin):
+    """ConvTranspose with a derived padding crops ``total = full - out`` from the full result,
+    ``total // 2`` at the start for SAME_UPPER and ``total - total // 2`` for every other mode
+    (the equations of version 11's text; the auto_pad attribute's words in version 1 too).
+    refmnn was wrong here: it read version 1's equations, which contradict version 1's own
+    attribute text and which ONNX corrected in place (onnx/onnx#3000), and cropped SAME_UPPER's
+    larger half at the start and NOTSET's at the end before opset 11, and NOTSET's at the end
+    at every opset. onnxruntime 1.32 splits as here at every opset; onnx.reference agrees for
+    SAME_UPPER and SAME_LOWER and ignores output_shape without auto_pad (a size error)."""
+    x = np.array([[[1.0, 2.0, 4.0, 8.0, 16.0]]], dtype=np.float32)
+    w = np.array([[[1.0, 10.0, 100.0, 1000.0, 10000.0]]], dtype=np.float32)
+    node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2], **attrs)
+    y = _run(node, [("x", F, [1, 1, 5]), ("w", F, [1, 1, 5])], [("y", F, [1, 1, "n"])], opset,
+             x=x, w=w)["y"]
+    full = np.zeros(2 * 4 + 5)                       # stride * (in - 1) + kernel = 13
+    for i, xv in enumerate(x[0, 0].astype(np.float64)):
+        for t, wv in enumerate(w[0, 0].astype(np.float64)):
+            full[2 * i + t] += xv * wv
+    out = attrs.get("output_shape", [5 * 2])[0]      # SAME: in * stride = 10
+    np.testing.assert_array_equal(y[0, 0], full[begin:begin + out])

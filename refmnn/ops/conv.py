@@ -283,20 +283,16 @@ def col2im(cols: np.ndarray, geom: win.Geometry, canvas: Sequence[int]) -> np.nd
     return image
 
 
-def _split_total(total: int, auto_pad: str, upper_at_end: bool) -> tuple[int, int]:
-    """(pad_begin, pad_end) for a ConvTranspose total padding (see conv_transpose_11)."""
+def _split_total(total: int, auto_pad: str) -> tuple[int, int]:
+    """(pad_begin, pad_end) for a ConvTranspose total padding (see conv_transpose)."""
     if total <= 0:
         return 0, total                         # output larger than the full result: extend at end
     small, large = total // 2, total - total // 2
-    if auto_pad == "SAME_UPPER":
-        return (small, large) if upper_at_end else (large, small)
-    if auto_pad == "SAME_LOWER" and upper_at_end:
-        return large, small
-    return small, large
+    return (small, large) if auto_pad == "SAME_UPPER" else (large, small)
 
 
-def _transpose_axes(in_shape: Sequence[Dim], kernel: Sequence[int], attrs: dict[str, Any],
-                    upper_at_end: bool) -> list[tuple[Dim, int]]:
+def _transpose_axes(in_shape: Sequence[Dim], kernel: Sequence[int], attrs: dict[str, Any]
+                    ) -> list[tuple[Dim, int]]:
     """(output size, pad_begin) per spatial axis of a ConvTranspose."""
     rank = len(kernel)
     strides, dilations, pads = win.defaults(rank, attrs["strides"], attrs["dilations"],
@@ -317,7 +313,7 @@ def _transpose_axes(in_shape: Sequence[Dim], kernel: Sequence[int], attrs: dict[
         full = strides[i] * (size - 1) + adjust[i] + (k - 1) * dilations[i] + 1
         if target is not None or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
             out = target[i] if target is not None else size * strides[i]
-            begin = _split_total(full - out, auto_pad, upper_at_end)[0]
+            begin = _split_total(full - out, auto_pad)[0]
         elif auto_pad == "VALID":
             out, begin = full, 0
         else:
@@ -326,15 +322,15 @@ def _transpose_axes(in_shape: Sequence[Dim], kernel: Sequence[int], attrs: dict[
     return result
 
 
-def _conv_transpose(X: np.ndarray, W: np.ndarray, B: np.ndarray | None, attrs: dict[str, Any],
-                    upper_at_end: bool) -> np.ndarray:
+def _conv_transpose(X: np.ndarray, W: np.ndarray, B: np.ndarray | None, attrs: dict[str, Any]
+                    ) -> np.ndarray:
     n, c = X.shape[:2]
     group, kernel = attrs["group"], _kernel_of(W, attrs["kernel_shape"])
     rank, k = len(kernel), win.prod(kernel)
     if W.shape[0] != c or c % group:
         raise ValueError(f"W {W.shape} does not fit X {X.shape} with group={group}")
     cg, mg = c // group, W.shape[1]
-    axes = _transpose_axes(X.shape[2:], kernel, attrs, upper_at_end)
+    axes = _transpose_axes(X.shape[2:], kernel, attrs)
     strides, dilations, _ = win.defaults(rank, attrs["strides"], attrs["dilations"], None)
     dtype = _float_compute(X.dtype)
     x = X.astype(dtype, copy=False).reshape(n, group, cg, -1)          # (N, G, Cg, P_in)
@@ -359,48 +355,26 @@ _TRANSPOSE_ATTRS = (*CONV_ATTRS,
                          "explicit output spatial shape; pads are then derived and ignored"))
 
 
-def _transpose_rule(upper_at_end: bool) -> Any:
-    def rule(ctx: InferContext, x: TensorType | None, w: TensorType | None, *rest: Any,
-             **attrs: Any) -> TensorType:
-        xs, ws = shape_of(x), shape_of(w)
-        if xs is None:
-            return TensorType(dtype_of(x), None)
-        channels = (ws[1] * attrs["group"] if ws is not None and isinstance(ws[1], int)
-                    else None)
-        kernel = attrs["kernel_shape"] or (ws[2:] if ws is not None else None)
-        if not kernel or not all(isinstance(k, int) for k in kernel):
-            return TensorType(dtype_of(x), (xs[0], channels, *([None] * (len(xs) - 2))))
-        axes = _transpose_axes(xs[2:], kernel, attrs, upper_at_end)
-        return TensorType(dtype_of(x), (xs[0], channels, *(a[0] for a in axes)))
-    return rule
+def _transpose_rule(ctx: InferContext, x: TensorType | None, w: TensorType | None, *rest: Any,
+                    **attrs: Any) -> TensorType:
+    xs, ws = shape_of(x), shape_of(w)
+    if xs is None:
+        return TensorType(dtype_of(x), None)
+    channels = ws[1] * attrs["group"] if ws is not None and isinstance(ws[1], int) else None
+    kernel = attrs["kernel_shape"] or (ws[2:] if ws is not None else None)
+    if not kernel or not all(isinstance(k, int) for k in kernel):
+        return TensorType(dtype_of(x), (xs[0], channels, *([None] * (len(xs) - 2))))
+    axes = _transpose_axes(xs[2:], kernel, attrs)
+    return TensorType(dtype_of(x), (xs[0], channels, *(a[0] for a in axes)))
 
 
 @op("ConvTranspose", since=1, inputs=("X", "W", "B?"), outputs=("Y",), attrs=_TRANSPOSE_ATTRS,
-    infer=_transpose_rule(upper_at_end=False))
-def conv_transpose_1(X: np.ndarray, W: np.ndarray, B: np.ndarray | None = None, *, auto_pad: str,
-                     dilations: Sequence[int] | None, group: int,
-                     kernel_shape: Sequence[int] | None, pads: Sequence[int] | None,
-                     strides: Sequence[int] | None, output_padding: Sequence[int] | None,
-                     output_shape: Sequence[int] | None) -> np.ndarray:
-    """ConvTranspose-1: as ConvTranspose-11, except how a derived odd padding is split.
-
-    When ``output_shape`` or ``auto_pad=SAME_*`` derives the padding, version 1's text gives
-    SAME_UPPER the larger half at the *beginning* (``pads_begin = total - total // 2``) and every
-    other mode the larger half at the end; onnxruntime does the same in every version.
-    """
-    attrs = dict(auto_pad=auto_pad, dilations=dilations, group=group, kernel_shape=kernel_shape,
-                 pads=pads, strides=strides, output_padding=output_padding,
-                 output_shape=output_shape)
-    return _conv_transpose(X, W, B, attrs, upper_at_end=False)
-
-
-@op("ConvTranspose", since=11, inputs=("X", "W", "B?"), outputs=("Y",), attrs=_TRANSPOSE_ATTRS,
-    infer=_transpose_rule(upper_at_end=True))
-def conv_transpose_11(X: np.ndarray, W: np.ndarray, B: np.ndarray | None = None, *, auto_pad: str,
-                      dilations: Sequence[int] | None, group: int,
-                      kernel_shape: Sequence[int] | None, pads: Sequence[int] | None,
-                      strides: Sequence[int] | None, output_padding: Sequence[int] | None,
-                      output_shape: Sequence[int] | None) -> np.ndarray:
+    infer=_transpose_rule)
+def conv_transpose(X: np.ndarray, W: np.ndarray, B: np.ndarray | None = None, *, auto_pad: str,
+                   dilations: Sequence[int] | None, group: int,
+                   kernel_shape: Sequence[int] | None, pads: Sequence[int] | None,
+                   strides: Sequence[int] | None, output_padding: Sequence[int] | None,
+                   output_shape: Sequence[int] | None) -> np.ndarray:
     """Transposed convolution (the gradient of Conv with respect to its input).
 
     Every input pixel scatters a weighted copy of the kernel into the output::
@@ -417,9 +391,18 @@ def conv_transpose_11(X: np.ndarray, W: np.ndarray, B: np.ndarray | None = None,
     * ``full`` for VALID, or ``full - pads_begin - pads_end`` (NOTSET).
 
     A derived ``total`` splits as ``total // 2`` and ``total - total // 2``: SAME_UPPER puts the
-    larger half at the end, SAME_LOWER at the beginning (version 11's text), and NOTSET with an
-    ``output_shape`` at the end (as onnxruntime and PyTorch's ``output_size`` do). A negative
-    total (output_shape beyond the full result) extends the output at the end with B only.
+    larger half at the end; SAME_LOWER, and NOTSET with an ``output_shape``, at the beginning
+    (the spec's equations: "If (auto_pads == SAME_UPPER): pads[start_i] = total_padding[i]/2
+    ... Else: pads[start_i] = total_padding[i] - (total_padding[i]/2)"). A negative total
+    (output_shape beyond the full result) extends the output at the end with B only.
+
+    Versions 1 and 11 compute the same. Version 1's frozen text contradicts itself: its
+    auto_pad attribute puts the extra padding "at the end for SAME_UPPER and at the beginning
+    for SAME_LOWER", its equations (``auto_pads != SAME_UPPER`` where version 11 now reads
+    ``==``) the other way round for both. ONNX settled it for the attribute's words by
+    correcting the same equations in version 11's text in place (onnx/onnx#3000, no new
+    version), and onnxruntime (since 1.13, microsoft/onnxruntime#12537) splits every mode as
+    above at every opset; onnx.reference does for SAME_UPPER and SAME_LOWER.
 
     X: (N, C, *in); W: (C, M/group, *k); B: (M,); Y: (N, M, *out). Float types; float16 and
     bfloat16 compute in float32. ``output_shape`` may also list N and C (only its last
@@ -428,7 +411,7 @@ def conv_transpose_11(X: np.ndarray, W: np.ndarray, B: np.ndarray | None = None,
     attrs = dict(auto_pad=auto_pad, dilations=dilations, group=group, kernel_shape=kernel_shape,
                  pads=pads, strides=strides, output_padding=output_padding,
                  output_shape=output_shape)
-    return _conv_transpose(X, W, B, attrs, upper_at_end=True)
+    return _conv_transpose(X, W, B, attrs)
 
 
 def _col2im_rule(ctx: InferContext, data: TensorType | None, *rest: Any,
@@ -600,5 +583,5 @@ def causal_conv_with_state(input: np.ndarray, weight: np.ndarray, bias: np.ndarr
     return y.astype(input.dtype, copy=False), padded[:, :, length:].copy()
 
 
-OPS = (conv, conv_transpose_1, conv_transpose_11, conv_integer, qlinear_conv, deform_conv,
+OPS = (conv, conv_transpose, conv_integer, qlinear_conv, deform_conv,
        col2im_op, causal_conv_with_state)
