@@ -4,7 +4,7 @@
     .venv/bin/python tools/fuzz_models.py --stop 300 --seeds 1 --diff
     .venv/bin/python tools/fuzz_models.py --bytes              # corrupt the serialized bytes
     .venv/bin/python tools/fuzz_models.py --backend numba      # and check a backend against it
-    .venv/bin/python tools/fuzz_models.py --opsets --diff --peer onnxruntime  # older opsets
+    .venv/bin/python tools/fuzz_models.py --opsets --diff --peer onnxruntime  # other opsets
 
 Each of the installed onnx package's node cases (a one-node model with its inputs; the
 expanded ones and control flow have more, subgraphs included) is copied and mutated by a
@@ -16,9 +16,9 @@ truncated or has one to four bytes overwritten instead; with ``--values`` the mo
 and the first input, when it is a float tensor, is redrawn from NaN, infinities, signed zeros,
 subnormals and a few ordinary values (most useful with ``--backend``; ``--all-inputs`` redraws
 every float input: weights, scales, biases too); with ``--opsets`` the model and inputs are
-kept and the default-domain opset is lowered to each older version (7 and up) where one of its
+kept and the default-domain opset is set to each other version (7 and up) where one of its
 ops has another definition and the model still passes onnx's checker (best with ``--diff``:
-old-opset semantics against a peer's). The mutated model is
+each version's semantics against a peer's). The mutated model is
 then loaded and run on the reference with the case's inputs (redrawn ones with ``--values``).
 The outcome of each is one of:
 
@@ -187,24 +187,26 @@ SPECIALS = (np.nan, np.inf, -np.inf, -0.0, 0.0, 1e-40, -1e-40, 1.0, -1.0, 0.5)
 accumulation, which the spec leaves open; NaN and infinities propagate the same in any order."""
 
 
-def older_opsets(case: Any) -> list[tuple[onnx.ModelProto, str]]:
-    """The case's model re-declared at each older default-domain opset (7 and up) where one of
-    its ops has a different definition, and where the model still passes onnx's checker with
-    strict shape inference there (its attributes and inputs are those of that version)."""
+def other_opsets(case: Any) -> list[tuple[onnx.ModelProto, str]]:
+    """The case's model re-declared at each other default-domain opset (7 up to the newest the
+    onnx package knows) where one of its ops has another definition than at the case's own,
+    and where the model still passes onnx's checker with strict shape inference there (its
+    attributes and inputs are those of that version)."""
     domain = next((o for o in case.model.opset_import if o.domain in ("", "ai.onnx")), None)
     if domain is None:
         return []
+    newest = onnx.defs.onnx_opset_version()
     versions = set()
     for node in _nodes(case.model.graph):
         if node.domain not in ("", "ai.onnx"):
             continue
-        for version in range(7, domain.version):
-            try:
-                versions.add(onnx.defs.get_schema(node.op_type, version, "").since_version)
-            except onnx.defs.SchemaError:
-                continue
+        own = _since(node.op_type, domain.version)
+        for version in range(7, newest + 1):
+            since = _since(node.op_type, version)
+            if since is not None and since != own:
+                versions.add(max(since, 7))
     result = []
-    for version in sorted(v for v in versions if 7 <= v < domain.version):
+    for version in sorted(versions - {domain.version}):
         model = onnx.ModelProto()
         model.CopyFrom(case.model)
         next(o for o in model.opset_import if o.domain in ("", "ai.onnx")).version = version
@@ -214,6 +216,14 @@ def older_opsets(case: Any) -> list[tuple[onnx.ModelProto, str]]:
             continue
         result.append((model, f"opset {version}"))
     return result
+
+
+def _since(op_type: str, opset: int) -> int | None:
+    """The version of the definition of ``op_type`` in effect at ``opset`` (None: none)."""
+    try:
+        return onnx.defs.get_schema(op_type, opset, "").since_version
+    except onnx.defs.SchemaError:
+        return None
 
 
 def extreme_feeds(case: Any, index: int, seed: int, every: bool = False
@@ -343,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
                         "the process on a malformed model: best with --values)")
     parser.add_argument("--bytes", action="store_true", help="corrupt the serialized bytes")
     parser.add_argument("--opsets", action="store_true",
-                        help="keep the model and inputs; run them at each older opset (7 and "
+                        help="keep the model and inputs; run them at each other opset (7 and "
                         "up) where an op's definition differs and the model is still valid")
     parser.add_argument("--values", action="store_true",
                         help="keep the model; feed NaN, infinities, signed zeros, subnormals")
@@ -369,13 +379,13 @@ def main(argv: list[str] | None = None) -> int:
         case = cases[index]
         if not case.data_sets:
             continue
-        older = older_opsets(case) if args.opsets else []
-        seeds = range(len(older)) if args.opsets else \
+        others = other_opsets(case) if args.opsets else []
+        seeds = range(len(others)) if args.opsets else \
             range(args.first_seed, args.first_seed + args.seeds)
         for seed in seeds:
             feeds = feeds_of(case)
             if args.opsets:
-                model, what = older[seed]
+                model, what = others[seed]
             elif args.values:
                 model = case.model
                 feeds, what = extreme_feeds(case, index, seed, args.all_inputs)
