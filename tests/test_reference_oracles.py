@@ -1,12 +1,13 @@
 """The reference where other engines disagree with it, checked against oracles written here.
 
 Each case is one the fuzzer (tools/fuzz_models.py --diff, with --values for NaN and
-infinities, against onnx.reference or --peer onnxruntime) or the issue found where refmnn and
-another engine give different answers; where refmnn was the one that was wrong (the losses,
-Dropout, DynamicQuantizeLinear, Clip's defaults, Attention's -inf rows, Det), the docstring
-says so and the test failed on the old code. The oracle is a plain loop or formula over the
-spec's words, in float64, sharing no code with refmnn; what onnx.reference 1.23.2 and
-onnxruntime 1.32 return is said in each docstring (measured 2026-11-29).
+infinities or --opsets for the other opsets, against onnx.reference or --peer onnxruntime) or
+the issue found where refmnn and another engine give different answers; where refmnn was the
+one that was wrong (the losses, Dropout, DynamicQuantizeLinear, Clip's defaults, Attention's
+-inf rows, Det, ConvTranspose's derived padding), the docstring says so and the test failed on
+the old code. The oracle is a plain loop or formula over the spec's words, in float64, sharing
+no code with refmnn; what onnx.reference 1.23.2 and onnxruntime 1.32 return is said in each
+docstring (measured 2026-11-29).
 """
 
 from __future__ import annotations
