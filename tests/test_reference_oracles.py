@@ -365,3 +365,36 @@ def test_conv_transpose_splits_a_derived_padding_the_same_at_every_opset(opset, 
             full[2 * i + t] += xv * wv
     out = attrs.get("output_shape", [5 * 2])[0]      # SAME: in * stride = 10
     np.testing.assert_array_equal(y[0, 0], full[begin:begin + out])
+
+
+@pytest.mark.parametrize("given", ["scales", "sizes"])
+def test_tf_crop_and_resize_spreads_the_output_over_the_region(given):
+    """tf_crop_and_resize with a region [0.25, 0.75] of an 8-pixel row and scale 2: the output
+    has floor(8 * (0.75 - 0.25) * 2) = 8 pixels (the spec's size rule; onnxruntime 1.32,
+    onnx.reference 1.23.2 and onnx's shape inference make 16, leaving the roi out, as
+    onnx/onnx#5783 reports), sampled at x = 0.25 * 7 + y * 0.5 * 7 / (8 - 1) -- the same 8
+    pixels as asking for sizes [8]. refmnn was wrong here with scales: it divided by
+    8 * 2 - 1, the width of the whole row resized, so the samples covered less than half of
+    the region."""
+    x = (np.arange(8, dtype=np.float32) ** 2).reshape(1, 1, 1, 8)
+    roi = np.array([0, 0, 0, 0.25, 1, 1, 1, 0.75], dtype=np.float32)
+    inputs = [("x", F, [1, 1, 1, 8]), ("roi", F, [8])]
+    feeds = {"x": x, "roi": roi}
+    if given == "scales":
+        names = ["x", "roi", "scales"]
+        inputs.append(("scales", F, [4]))
+        feeds["scales"] = np.array([1, 1, 1, 2], dtype=np.float32)
+    else:
+        names = ["x", "roi", "", "sizes"]
+        inputs.append(("sizes", I64, [4]))
+        feeds["sizes"] = np.array([1, 1, 1, 8], dtype=np.int64)
+    node = helper.make_node("Resize", names, ["y"], mode="linear",
+                            coordinate_transformation_mode="tf_crop_and_resize")
+    y = _run(node, inputs, [("y", F, [1, 1, 1, "n"])], 19, **feeds)["y"]
+    row = x.reshape(-1).astype(np.float64)
+    want = []
+    for out in range(8):
+        src = 0.25 * 7 + out * 0.5 * 7 / 7
+        lo = int(np.floor(src))
+        want.append(row[lo] + (src - lo) * (row[min(lo + 1, 7)] - row[lo]))
+    np.testing.assert_allclose(y.reshape(-1), want, rtol=1e-6)

@@ -42,17 +42,18 @@ _NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 _POLICIES = ("stretch", "not_larger", "not_smaller")
 
 
-def _source_coordinates(out_len: int, in_len: int, scale: float, roi: tuple[float, float],
-                        ctm: str) -> np.ndarray:
+def _source_coordinates(out_len: int, in_len: int, scale: float, out_width: float,
+                        roi: tuple[float, float], ctm: str) -> np.ndarray:
     """x_original for every x_resized in [0, out_len), per coordinate_transformation_mode.
 
-    ``scale`` is the axis scale (given, or size / in_len). As in the spec and the ONNX tests,
-    the ratios of align_corners and tf_crop_and_resize divide by W - 1 with W = scale * in_len,
-    the possibly fractional output width; the "length_resized > 1" tests use the integer
-    output length (pytorch_half_pixel gives 0 there, as the spec says).
+    ``scale`` is the axis scale (given, or size / in_len); ``out_width`` the target length
+    before rounding: in_len * scale with scales (times roi_end - roi_start for
+    tf_crop_and_resize, whose output covers the region), the size with sizes. As in the spec
+    and the ONNX tests, the ratios of align_corners and tf_crop_and_resize divide by W - 1 with
+    W = ``out_width``, the possibly fractional output width; the "length_resized > 1" tests use
+    the integer output length (pytorch_half_pixel gives 0 there, as the spec says).
     """
     y = np.arange(out_len, dtype=np.float64)
-    out_width = scale * in_len
     start, end = roi
     if ctm in ("half_pixel", "half_pixel_symmetric"):
         x = (y + 0.5) / scale - 0.5
@@ -87,7 +88,8 @@ def _nearest_index(x: np.ndarray, nearest_mode: str) -> np.ndarray:
     raise ValueError(f"unknown nearest_mode {nearest_mode!r}")
 
 
-def _resize_taps(in_len: int, out_len: int, scale: float, roi: tuple[float, float], *,
+def _resize_taps(in_len: int, out_len: int, scale: float, out_width: float,
+                 roi: tuple[float, float], *,
                  mode: str, ctm: str, nearest_mode: str, cubic_coeff_a: float,
                  exclude_outside: bool, antialias: bool
                  ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
@@ -101,7 +103,7 @@ def _resize_taps(in_len: int, out_len: int, scale: float, roi: tuple[float, floa
     the weights to sum 1. Taps outside [0, in_len) read the edge pixel (clamped index) unless
     exclude_outside gives them weight 0.
     """
-    x = _source_coordinates(out_len, in_len, scale, roi, ctm)
+    x = _source_coordinates(out_len, in_len, scale, out_width, roi, ctm)
     if mode == "nearest":
         if nearest_mode == "resize_10":  # Upsample / Resize-10 (onnxruntime's rule)
             nearest_mode = "ceil" if scale < 1 else "floor"
@@ -142,8 +144,10 @@ def _resample_axis(data: np.ndarray, axis: int, taps: np.ndarray,
 def _resize_plan(in_shape: Sequence[Any], scales: list[float] | None,
                  sizes: list[int] | None, axes: Sequence[int] | None, policy: str,
                  roi: list[float] | None, ctm: str
-                 ) -> tuple[list[Any], dict[int, float | None], dict[int, tuple[float, float]]]:
-    """Output shape, per-axis scale and per-axis roi (start, end) of a Resize.
+                 ) -> tuple[list[Any], dict[int, float | None], dict[int, tuple[float, float]],
+                            dict[int, float | None]]:
+    """Output shape, per-axis scale, per-axis roi (start, end) and per-axis target width (the
+    output length before rounding; see :func:`_source_coordinates`) of a Resize.
 
     Works on symbolic shapes too (dims that are str/None): unknown results are None.
     Raises ValueError on an inconsistent request.
@@ -159,6 +163,7 @@ def _resize_plan(in_shape: Sequence[Any], scales: list[float] | None,
         rois = {a: (float(roi[i]), float(roi[i + len(axes)])) for i, a in enumerate(axes)}
     out: list[Any] = list(in_shape)
     axis_scale: dict[int, float | None] = {}
+    widths: dict[int, float | None] = {}
     if (scales is None) == (sizes is None):
         raise ValueError("exactly one of 'scales' and 'sizes' must be given (non-empty)")
     wanted = scales if scales is not None else sizes
@@ -171,19 +176,20 @@ def _resize_plan(in_shape: Sequence[Any], scales: list[float] | None,
                 raise ValueError(f"scales must be > 0, got {s}")
             axis_scale[a] = float(s)
             start, end = rois[a]
+            d = in_shape[a]
+            widths[a] = d * (end - start) * float(s) if isinstance(d, int) else None
             if s == 1.0 and (start, end) == (0.0, 1.0):
                 continue  # out = in, symbolic dims kept
-            d = in_shape[a]
-            out[a] = math.floor(d * (end - start) * float(s)) if isinstance(d, int) else None
-        return out, axis_scale, rois
+            out[a] = math.floor(widths[a]) if widths[a] is not None else None
+        return out, axis_scale, rois, widths
     ratios = {a: (int(n) / in_shape[a] if in_shape[a] else 1.0)
               if isinstance(in_shape[a], int) else None for a, n in zip(axes, sizes, strict=True)}
     if policy == "stretch":
         for a, n in zip(axes, sizes, strict=True):
             if isinstance(in_shape[a], int) and in_shape[a] == 0 and n != 0:
                 raise ValueError(f"cannot resize an empty axis {a} to {n}")
-            out[a], axis_scale[a] = int(n), ratios[a]
-        return out, axis_scale, rois
+            out[a], axis_scale[a], widths[a] = int(n), ratios[a], float(n)
+        return out, axis_scale, rois, widths
     if policy not in _POLICIES:
         raise ValueError(f"unknown keep_aspect_ratio_policy {policy!r}")
     known = [r for r in ratios.values() if r is not None]
@@ -191,12 +197,14 @@ def _resize_plan(in_shape: Sequence[Any], scales: list[float] | None,
                                                     else max(known))
     for a in axes:
         axis_scale[a] = common
+        widths[a] = None if common is None else common * in_shape[a]
         out[a] = None if common is None else math.floor(common * in_shape[a] + 0.5)
-    return out, axis_scale, rois
+    return out, axis_scale, rois, widths
 
 
 def _interpolate(X: np.ndarray, out_shape: Sequence[int], axis_scale: dict[int, float | None],
-                 rois: dict[int, tuple[float, float]], *, mode: str, ctm: str, nearest_mode: str,
+                 rois: dict[int, tuple[float, float]], widths: dict[int, float | None], *,
+                 mode: str, ctm: str, nearest_mode: str,
                  cubic_coeff_a: float, exclude_outside: int, extrapolation_value: float,
                  antialias: int) -> np.ndarray:
     """Resample X to ``out_shape`` one axis at a time (the interpolation is separable).
@@ -216,7 +224,7 @@ def _interpolate(X: np.ndarray, out_shape: Sequence[int], axis_scale: dict[int, 
             result = np.take(result, np.zeros(0, np.intp), axis=axis)
             continue
         taps, weights, x = _resize_taps(
-            in_len, out_len, scale, rois[axis], mode=mode, ctm=ctm, nearest_mode=nearest_mode,
+            in_len, out_len, scale, widths[axis], rois[axis], mode=mode, ctm=ctm, nearest_mode=nearest_mode,
             cubic_coeff_a=cubic_coeff_a, exclude_outside=bool(exclude_outside),
             antialias=bool(antialias) and mode != "nearest")
         if ctm == "tf_crop_and_resize":
@@ -247,10 +255,10 @@ def _resize(X: np.ndarray, roi: np.ndarray | None, scales: np.ndarray | None,
                          f"{list(allowed_ctm)}")
     if mode == "nearest" and nearest_mode not in _NEAREST_MODES + ("resize_10",):
         raise ValueError(f"unknown nearest_mode {nearest_mode!r}")
-    out_shape, axis_scale, rois = _resize_plan(
+    out_shape, axis_scale, rois, widths = _resize_plan(
         X.shape, _as_list(scales), _as_list(sizes), axes, keep_aspect_ratio_policy,
         _as_list(roi), ctm)
-    return _interpolate(X, out_shape, axis_scale, rois, mode=mode, ctm=ctm,
+    return _interpolate(X, out_shape, axis_scale, rois, widths, mode=mode, ctm=ctm,
                         nearest_mode=nearest_mode, cubic_coeff_a=cubic_coeff_a,
                         exclude_outside=exclude_outside, extrapolation_value=extrapolation_value,
                         antialias=antialias)
@@ -281,9 +289,9 @@ def _resize_infer(roi_at: int | None, scales_at: int, sizes_at: int | None):
         if roi == [] and ctm == "tf_crop_and_resize" and scales is not None:
             return unknown
         try:
-            out, _, _ = _resize_plan(in_shape, scales, sizes, attrs.get("axes"),
+            out = _resize_plan(in_shape, scales, sizes, attrs.get("axes"),
                                      attrs.get("keep_aspect_ratio_policy", "stretch"),
-                                     roi or None, ctm)
+                               roi or None, ctm)[0]
         except ValueError as exc:
             ctx.fail(str(exc))
         return TensorType(dtype, tuple(out))
@@ -401,7 +409,8 @@ def resize_19(X: np.ndarray, roi: np.ndarray | None = None, scales: np.ndarray |
     omit it); with sizes and policy stretch, sizes[i] (scale = size / in); with not_larger /
     not_smaller, one scale = min / max of sizes[i] / in over the axes and
     out = floor(scale * in + 0.5).
-    Source coordinate x of output index y (scale per axis, W = scale * in):
+    Source coordinate x of output index y (scale per axis; W, the output length before
+    rounding: scale * in, times (end - start) for tf_crop_and_resize, or the size):
       half_pixel (y + 0.5) / scale - 0.5; half_pixel_symmetric the same plus
       (in / 2) * (1 - out / W); pytorch_half_pixel as half_pixel if out > 1 else 0;
       align_corners y * (in - 1) / (W - 1) (0 if out == 1); asymmetric y / scale;
@@ -446,7 +455,7 @@ def _upsample_attr_infer(ctx: InferContext, X: TensorType | None, **attrs: Any) 
     else:
         scales = [1.0] * (len(in_shape) - 2) + [attrs["height_scale"], attrs["width_scale"]]
     try:
-        out, _, _ = _resize_plan(in_shape, scales, None, None, "stretch", None, "asymmetric")
+        out = _resize_plan(in_shape, scales, None, None, "stretch", None, "asymmetric")[0]
     except ValueError as exc:
         ctx.fail(str(exc))
     return TensorType(dtype_of(X), tuple(out))
