@@ -399,7 +399,7 @@ def conv_transpose(X: np.ndarray, W: np.ndarray, B: np.ndarray | None = None, *,
     Versions 1 and 11 compute the same. Version 1's frozen text contradicts itself: its
     auto_pad attribute puts the extra padding "at the end for SAME_UPPER and at the beginning
     for SAME_LOWER", its equations (``auto_pads != SAME_UPPER`` where version 11 now reads
-    ``==``) the other way round for both. ONNX settled it for the attribute's words by
+    ``==``) split every mode the other way round. ONNX settled it for the attribute's words by
     correcting the same equations in version 11's text in place (onnx/onnx#3000, no new
     version), and onnxruntime (since 1.13, microsoft/onnxruntime#12537) splits every mode as
     above at every opset; onnx.reference does for SAME_UPPER and SAME_LOWER.
