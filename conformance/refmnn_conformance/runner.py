@@ -89,12 +89,14 @@ def resolve(case_op: str, domain: str, opset: int) -> OpDef:
     return op_registry().resolve(domain, case_op, opset)
 
 
-def build_graph(op: str, domain: str, opset: int, sample: Sample,
-                constants: Collection[int] = ()) -> tuple[Graph, dict[str, np.ndarray]]:
-    """The one-node graph of a sample and its feeds (value inputs, and the inputs listed in
-    ``constants``, become initializers)."""
+def sample_ports(op: str, domain: str, opset: int, sample: Sample,
+                 constants: Collection[int] = ()
+                 ) -> tuple[list[str], dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The node's input names (``x<i>``, ``""`` for an omitted optional input), its feeds and
+    its initializers: the inputs whose values the op's shape rule reads and those listed in
+    ``constants`` are initializers, as they are in real models."""
     opdef = resolve(op, domain, opset)
-    names, inputs, initializers, feeds = [], [], {}, {}
+    names, initializers, feeds = [], {}, {}
     for index, array in enumerate(sample.inputs):
         if array is None:
             names.append("")
@@ -103,11 +105,19 @@ def build_graph(op: str, domain: str, opset: int, sample: Sample,
         names.append(name)
         if index in opdef.value_inputs or index in constants:
             initializers[name] = np.array(array, copy=True, order="C")
-            continue
-        inputs.append(Value(name, TensorType(DType.from_numpy(array.dtype), tuple(array.shape))))
-        feeds[name] = array
+        else:
+            feeds[name] = array
     while names and names[-1] == "":
         names.pop()
+    return names, feeds, initializers
+
+
+def build_graph(op: str, domain: str, opset: int, sample: Sample,
+                constants: Collection[int] = ()) -> tuple[Graph, dict[str, np.ndarray]]:
+    """The one-node graph of a sample and its feeds (:func:`sample_ports`)."""
+    names, feeds, initializers = sample_ports(op, domain, opset, sample, constants)
+    inputs = [Value(name, TensorType(DType.from_numpy(array.dtype), tuple(array.shape)))
+              for name, array in feeds.items()]
     outputs = tuple(f"y{i}" for i in range(sample.outputs))
     node = Node(name=f"{op}_0", op=op, domain=domain, inputs=tuple(names), outputs=outputs,
                 attrs=dict(sample.attrs))

@@ -233,7 +233,10 @@ def _window_infer(ctx: InferContext, size: TensorType | None, *, periodic: int,
 def _cosine_window(size: np.ndarray, periodic: int, output_datatype: int,
                    coefficients: tuple[float, ...]) -> np.ndarray:
     """w[n] = sum_k (-1)^k a_k cos(2 pi k n / N), n in [0, size), N = size if periodic else
-    size - 1 (a symmetric window of one point is [1]); computed in float64, cast once."""
+    size - 1; computed in float64, cast once. A symmetric window of one point is [1], its
+    limit (NumPy's, SciPy's and PyTorch's windows too); the spec's function body divides 0 by
+    0 there (angular step 2 pi / 0 times n = 0) and gives NaN, as onnxruntime 1.32 and
+    onnx.reference 1.23.2 do."""
     count = _scalar_int(size)
     if count is None or count < 0:
         raise ValueError(f"window size must be a non-negative scalar, got {size}")
