@@ -13,6 +13,7 @@ docstring (measured 2026-11-29).
 from __future__ import annotations
 
 import itertools
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -398,3 +399,38 @@ def test_tf_crop_and_resize_spreads_the_output_over_the_region(given):
         lo = int(np.floor(src))
         want.append(row[lo] + (src - lo) * (row[min(lo + 1, 7)] - row[lo]))
     np.testing.assert_allclose(y.reshape(-1), want, rtol=1e-6)
+
+
+def _round_half_even(value) -> int:
+    whole = value.numerator // value.denominator
+    rest = value - whole
+    return whole + (1 if rest > Fraction(1, 2) or (rest == Fraction(1, 2) and whole % 2) else 0)
+
+
+@pytest.mark.parametrize("op", ["QLinearMatMul", "QLinearConv"])
+def test_requantization_rounds_as_the_real_number_formula(op):
+    """y = round(acc * a_scale * b_scale / y_scale) + y_zero_point with acc = 15 * 9 + 15 * 9 =
+    270 and the float32 scales 0.05, 0.1 and 0.3: exactly 4.4999999553... + 1, so y = 5.
+    refmnn was wrong here: it formed the multiplier 0.05 * 0.1 / 0.3 in float32 first
+    (0.016666668) and rounded 270 times that, 4.50000023, to 6 (found by
+    tools/peer_cases.py: onnxruntime gives 5)."""
+    u8 = TensorProto.UINT8
+    scales = [np.float32(0.05), np.float32(0.1), np.float32(0.3)]
+    feeds = {"a": np.array([[15, 15]], np.uint8), "sa": np.array(scales[0]),
+             "za": np.array(0, np.uint8), "b": np.array([[9], [9]], np.uint8),
+             "sb": np.array(scales[1]), "zb": np.array(0, np.uint8), "sy": np.array(scales[2]),
+             "zy": np.array(1, np.uint8)}
+    scalars = [("sa", F, []), ("za", u8, []), ("sb", F, []), ("zb", u8, []), ("sy", F, []),
+               ("zy", u8, [])]
+    if op == "QLinearConv":
+        feeds["a"], feeds["b"] = feeds["a"].reshape(1, 1, 1, 2), feeds["b"].reshape(1, 1, 1, 2)
+        shapes, out = ([1, 1, 1, 2], [1, 1, 1, 2]), [1, 1, 1, 1]
+    else:
+        shapes, out = ([1, 2], [2, 1]), [1, 1]
+    inputs = [("a", u8, shapes[0]), *scalars[:2], ("b", u8, shapes[1]), *scalars[2:]]
+    node = helper.make_node(op, ["a", "sa", "za", "b", "sb", "zb", "sy", "zy"], ["y"])
+    y = _run(node, inputs, [("y", u8, out)], 21 if op == "QLinearMatMul" else 10, **feeds)["y"]
+    exact = Fraction(270) * Fraction(float(scales[0])) * Fraction(float(scales[1])) \
+        / Fraction(float(scales[2]))
+    assert _round_half_even(exact) + 1 == 5
+    assert int(y.reshape(())) == 5

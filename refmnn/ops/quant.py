@@ -317,11 +317,10 @@ def _qlinear_matmul(a: np.ndarray, a_scale: np.ndarray, a_zero_point: np.ndarray
     bv = b.astype(np.float64) - np.asarray(b_zero_point).astype(np.float64).reshape(
         () if np.size(b_zero_point) == 1 else np.shape(b_zero_point))
     acc = np.matmul(av, bv)      # exact: integer products < 2**16, sums far below 2**53
-    multiplier = (_row_param(a_scale, a).astype(np.float32)
-                  * np.asarray(b_scale, np.float32).reshape(() if np.size(b_scale) == 1 else
-                                                            np.shape(b_scale))
-                  / np.asarray(y_scale, np.float32).reshape(()))
-    scaled = acc * multiplier.astype(np.float64)
+    scaled = (acc * _row_param(a_scale, a).astype(np.float64)
+              * np.asarray(b_scale, np.float64).reshape(() if np.size(b_scale) == 1 else
+                                                        np.shape(b_scale))
+              / np.asarray(y_scale, np.float64).reshape(()))
     zero = np.asarray(y_zero_point).astype(np.float64).reshape(())
     target = y_zero_point.dtype
     if target in _FLOAT8:
@@ -369,8 +368,10 @@ def qlinear_matmul_21(a: np.ndarray, a_scale: np.ndarray, a_zero_point: np.ndarr
         y   = saturate(round_half_even(acc * a_scale * b_scale / y_scale) + y_zero_point)
 
     Scales and zero points are scalars (per tensor) or per row of a (an M-vector or
-    [..., M, 1]) and per column of b (a N-vector or [..., 1, N]). The multiplier
-    ``a_scale * b_scale / y_scale`` is formed in float32 and applied in float64. y has
+    [..., M, 1]) and per column of b (a N-vector or [..., 1, N]). ``acc * a_scale * b_scale /
+    y_scale`` is computed in float64, so it rounds as the real-number formula does (see
+    QLinearConv; a multiplier formed in float32 first rounded 5.49999996 to 6 in a
+    conformance sample, where onnxruntime gives 5). y has
     y_zero_point's type; version 21 adds float16/bfloat16 scales and float8 operands (float8
     outputs saturate instead of rounding to an integer).
     """
