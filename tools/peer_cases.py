@@ -43,6 +43,10 @@ IR_VERSION = 10
 def _attribute(name: str, value: Any) -> onnx.AttributeProto:
     if isinstance(value, np.ndarray):
         value = numpy_helper.from_array(value)
+    elif isinstance(value, np.generic):
+        value = value.item()
+    elif isinstance(value, list | tuple):
+        value = [v.item() if isinstance(v, np.generic) else v for v in value]
     return helper.make_attribute(name, value)
 
 
@@ -66,6 +70,7 @@ def one_node_model(case: OpCase, sample: Sample) -> tuple[onnx.ModelProto, dict[
 
 
 def run_peer(model: onnx.ModelProto, feeds: dict[str, Any], peer: str) -> list[Any]:
+    feeds = {name: np.asarray(value) for name, value in feeds.items()}  # no NumPy scalars
     if peer == "onnx.reference":
         from onnx.reference import ReferenceEvaluator
 
