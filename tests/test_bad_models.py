@@ -83,6 +83,21 @@ def test_window_attributes_must_be_positive(attrs, message):
         _run(model)
 
 
+@pytest.mark.parametrize(("opset", "attrs"), [
+    (22, {"strides": [2], "output_padding": [2]}),
+    (7, {"output_padding": [1]}),                  # stride and dilation 1: none allowed
+])
+def test_conv_transpose_output_padding_must_be_below_the_stride_or_dilation(opset, attrs):
+    """An output_padding as large as both its axis's stride and dilation only appends outputs
+    that no input reaches (onnxruntime and PyTorch refuse it too); it used to extend the
+    output with the bias."""
+    inputs = [("x", F, [1, 1, 5]), ("w", F, [1, 1, 3])]
+    model = _one_node("ConvTranspose", inputs, [("y", F, [1, 1, "n"])], opset=opset, **attrs)
+    with pytest.raises(ShapeError, match=r"'the_node' \(ConvTranspose, opset \d+\).*"
+                                         r"output_padding .* must be less than the stride"):
+        _run(model)
+
+
 def test_heads_that_do_not_split_the_hidden_size_are_refused():
     inputs = [("q", F, [2, 4, 24]), ("k", F, [2, 6, 24]), ("v", F, [2, 6, 24])]
     model = _one_node("Attention", inputs, [("y", F, [2, 4, "d"])], opset=23, q_num_heads=-2,

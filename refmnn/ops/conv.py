@@ -304,6 +304,11 @@ def _transpose_axes(in_shape: Sequence[Dim], kernel: Sequence[int], attrs: dict[
     target = tuple(attrs["output_shape"] or ())[-rank:] if attrs["output_shape"] else None
     if len(adjust) != rank or min(adjust, default=0) < 0:
         raise ValueError(f"output_padding {adjust} needs {rank} entries >= 0")
+    for a, s, d in zip(adjust, strides, dilations, strict=True):
+        if a >= max(s, d):  # "must be less than the corresponding stride/dilation dimension"
+            raise ValueError(f"output_padding {adjust} must be less than the stride or the "
+                             f"dilation of its axis (strides {tuple(strides)}, dilations "
+                             f"{tuple(dilations)})")
     if attrs["output_shape"] and len(attrs["output_shape"]) not in (rank, rank + 2):
         raise ValueError(f"output_shape {tuple(attrs['output_shape'])} needs {rank} spatial "
                          f"entries (or {rank + 2} with N and C)")
@@ -406,6 +411,10 @@ def conv_transpose(X: np.ndarray, W: np.ndarray, B: np.ndarray | None = None, *,
     correcting the same equations in version 11's text in place (onnx/onnx#3000, no new
     version), and onnxruntime (since 1.13, microsoft/onnxruntime#12537) splits every mode as
     above at every opset; onnx.reference does for SAME_UPPER and SAME_LOWER.
+
+    Each output_padding entry must be less than its axis's stride or dilation (version 11's
+    words; version 1 states no bound, but a larger one only appends outputs no input reaches,
+    and onnxruntime and PyTorch refuse it too).
 
     X: (N, C, *in); W: (C, M/group, *k); B: (M,); Y: (N, M, *out). Float types; float16 and
     bfloat16 compute in float32. ``output_shape`` may also list N and C (only its last
