@@ -83,18 +83,20 @@ def test_window_attributes_must_be_positive(attrs, message):
         _run(model)
 
 
-@pytest.mark.parametrize(("opset", "attrs"), [
-    (22, {"strides": [2], "output_padding": [2]}),
-    (7, {"output_padding": [1]}),                  # stride and dilation 1: none allowed
+@pytest.mark.parametrize(("opset", "attrs", "message"), [
+    (22, {"strides": [2], "output_padding": [2]}, r"output_padding \(2,\) must be less"),
+    (7, {"output_padding": [1]}, r"output_padding \(1,\) must be less"),  # stride 1: none
+    (22, {"strides": [2], "output_shape": [13]}, r"output_shape \(13,\) is too large"),
 ])
-def test_conv_transpose_output_padding_must_be_below_the_stride_or_dilation(opset, attrs):
-    """An output_padding as large as both its axis's stride and dilation only appends outputs
-    that no input reaches (onnxruntime and PyTorch refuse it too); it used to extend the
-    output with the bias."""
+def test_conv_transpose_output_padding_must_be_below_the_stride_or_dilation(opset, attrs,
+                                                                            message):
+    """An output_padding as large as both its axis's stride and dilation, or an output_shape
+    that far beyond the full result (2 * (5 - 1) + 3 = 11, so at most 12 at stride 2), only
+    appends outputs that no input reaches (onnxruntime and PyTorch refuse them too); they used
+    to extend the output with the bias."""
     inputs = [("x", F, [1, 1, 5]), ("w", F, [1, 1, 3])]
     model = _one_node("ConvTranspose", inputs, [("y", F, [1, 1, "n"])], opset=opset, **attrs)
-    with pytest.raises(ShapeError, match=r"'the_node' \(ConvTranspose, opset \d+\).*"
-                                         r"output_padding .* must be less than the stride"):
+    with pytest.raises(ShapeError, match=r"'the_node' \(ConvTranspose, opset \d+\).*" + message):
         _run(model)
 
 

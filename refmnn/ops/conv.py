@@ -321,6 +321,10 @@ def _transpose_axes(in_shape: Sequence[Dim], kernel: Sequence[int], attrs: dict[
         full = strides[i] * (size - 1) + adjust[i] + (k - 1) * dilations[i] + 1
         if target is not None or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
             out = target[i] if target is not None else size * strides[i]
+            if adjust[i] + out - full >= max(strides[i], dilations[i]):  # as output_padding
+                raise ValueError(f"output_shape {tuple(target or ())} is too large for the "
+                                 f"input: axis {i} can reach at most "
+                                 f"{full - adjust[i] + max(strides[i], dilations[i]) - 1}")
             begin = _split_total(full - out, auto_pad)[0]
         elif auto_pad == "VALID":
             out, begin = full, 0
@@ -394,7 +398,8 @@ def conv_transpose(X: np.ndarray, W: np.ndarray, B: np.ndarray | None = None, *,
     columns, then :func:`col2im` (one strided add per kernel tap). Per axis the full size is
     ``s * (in - 1) + output_padding + (k - 1) * d + 1``, and the output size is
 
-    * ``output_shape`` when given (pads ignored; ``total = full - output_shape``), or
+    * ``output_shape`` when given (pads ignored; ``total = full - output_shape``; beyond the
+      full result by less than the stride or dilation, with output_padding), or
     * ``in * s`` for auto_pad SAME_UPPER / SAME_LOWER (``total = full - in * s``), or
     * ``full`` for VALID, or ``full - pads_begin - pads_end`` (NOTSET).
 
