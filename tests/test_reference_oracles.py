@@ -434,3 +434,20 @@ def test_requantization_rounds_as_the_real_number_formula(op):
         / Fraction(float(scales[2]))
     assert _round_half_even(exact) + 1 == 5
     assert int(y.reshape(())) == 5
+
+
+@pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER"])
+def test_conv_transpose_same_is_input_times_stride_when_the_kernel_is_shorter(auto_pad):
+    """auto_pad SAME: "output_shape[i] = input_shape[i] * strides[i]", also when the kernel is
+    shorter than the stride and the full result (3 * (4 - 1) + 1 = 10) is shorter than that
+    (12): the output extends past it, as TensorFlow's SAME transposed convolution does, each
+    input pixel at 3 * i. onnxruntime 1.32 and onnx's shape inference give 10 outputs (they
+    clamp the padding at 0), onnx.reference 12 shifted right by one (a negative pad)."""
+    x = np.array([[[1.0, 2.0, 3.0, 4.0]]], dtype=np.float32)
+    w = np.array([[[2.0]]], dtype=np.float32)
+    node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[3], auto_pad=auto_pad)
+    y = _run(node, [("x", F, [1, 1, 4]), ("w", F, [1, 1, 1])], [("y", F, [1, 1, "n"])], 22,
+             x=x, w=w)["y"]
+    want = np.zeros(12)
+    want[::3] = 2.0 * x.reshape(-1)
+    np.testing.assert_array_equal(y.reshape(-1), want)
