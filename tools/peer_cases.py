@@ -17,6 +17,7 @@ when any sample disagrees.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import sys
 import warnings
 from collections import Counter
@@ -70,7 +71,8 @@ def one_node_model(case: OpCase, sample: Sample) -> tuple[onnx.ModelProto, dict[
 
 
 def run_peer(model: onnx.ModelProto, feeds: dict[str, Any], peer: str) -> list[Any]:
-    feeds = {name: np.asarray(value) for name, value in feeds.items()}  # no NumPy scalars
+    # arrays (no NumPy scalars), C-contiguous: onnxruntime reads a raw buffer in that order
+    feeds = {name: np.asarray(value, order="C") for name, value in feeds.items()}
     if peer == "onnx.reference":
         from onnx.reference import ReferenceEvaluator
 
@@ -81,7 +83,28 @@ def run_peer(model: onnx.ModelProto, feeds: dict[str, Any], peer: str) -> list[A
     options.log_severity_level = 3
     session = onnxruntime.InferenceSession(model.SerializeToString(), options,
                                            providers=["CPUExecutionProvider"])
-    return session.run(None, feeds)
+    for name, value in feeds.items():
+        if value.dtype.kind == "V" and value.dtype.itemsize in (1, 2):  # bfloat16, float8
+            raw = value.view(np.uint8 if value.dtype.itemsize == 1 else np.uint16)
+            feeds[name] = onnxruntime.OrtValue.ortvalue_from_numpy_with_onnx_type(
+                raw, DType.from_numpy(value.dtype).value)
+        else:
+            feeds[name] = onnxruntime.OrtValue.ortvalue_from_numpy(value)
+    return [_ort_array(value) for value in session.run_with_ort_values(None, feeds)]
+
+
+def _ort_array(value: Any) -> Any:
+    """An onnxruntime output as a NumPy array; bfloat16 and float8, which its ``numpy()``
+    cannot convert, copied from the tensor's bytes into their ml_dtypes type."""
+    if not value.is_tensor():
+        return None
+    try:
+        return value.numpy()
+    except Exception:
+        dtype = DType.from_onnx(value.element_type()).numpy
+        size = value.tensor_size_in_bytes()
+        raw = (ctypes.c_uint8 * size).from_address(value.data_ptr())
+        return np.frombuffer(raw, dtype=np.uint8).copy().view(dtype).reshape(value.shape())
 
 
 def judge(case: OpCase, dtype: DType, sample: Sample, peer: str) -> tuple[str, str]:
