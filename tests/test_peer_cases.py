@@ -19,13 +19,15 @@ def _peer_cases(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize(("peer", "ops", "least"), [
-    ("onnxruntime", "Conv,ConvTranspose,Gemm,Softmax,Cast", 150),
+    # Cast left out: onnxruntime 1.32 casts 61440 to float8e5m2 without saturation as NaN
+    # (tests/test_reference_oracles.py); DequantizeLinear's float8 inputs go as raw bytes
+    ("onnxruntime", "Conv,ConvTranspose,Gemm,Softmax,DequantizeLinear", 140),
     # onnx.reference multiplies float16 in float16 and gets Softmax-11 wrong: fewer ops
     ("onnx.reference", "ConvTranspose,Cast,Relu", 60),
 ])
 def test_agreeing_ops_agree(peer, ops, least):
-    """Ops where the engines agree on every sample and dtype both run (Cast's float8 results,
-    which onnxruntime returns as their bytes, included)."""
+    """Ops where the engines agree on every sample and dtype both run (bfloat16 and float8
+    values, which onnxruntime takes and returns as their bytes, included)."""
     if peer == "onnxruntime":
         pytest.importorskip("onnxruntime")
     result = _peer_cases("--ops", ops, "--peer", peer)

@@ -451,3 +451,19 @@ def test_conv_transpose_same_is_input_times_stride_when_the_kernel_is_shorter(au
     want = np.zeros(12)
     want[::3] = 2.0 * x.reshape(-1)
     np.testing.assert_array_equal(y.reshape(-1), want)
+
+
+def test_cast_to_float8e5m2_rounds_a_tie_past_the_largest_value_to_infinity():
+    """61440 lies halfway between float8e5m2's largest value 57344 (1.11b x 2^15, an odd last
+    bit) and 2^16: rounding to nearest even goes up, past the range, and without saturation
+    the spec's table makes an E5M2 overflow +inf (as ml_dtypes does). onnxruntime 1.32 gives
+    NaN; with saturation both give 57344."""
+    import ml_dtypes
+
+    x = np.array([61440.0, -61440.0, 60000.0], dtype=np.float32)
+    for saturate, want in ((0, [np.inf, -np.inf, 57344.0]), (1, [57344.0, -57344.0, 57344.0])):
+        node = helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT8E5M2,
+                                saturate=saturate)
+        y = _run(node, [("x", F, [3])], [("y", TensorProto.FLOAT8E5M2, [3])], 21, x=x)["y"]
+        assert y.dtype == ml_dtypes.float8_e5m2
+        np.testing.assert_array_equal(y.astype(np.float32), want)
