@@ -18,7 +18,7 @@ subnormals and a few ordinary values (most useful with ``--backend``; ``--all-in
 every float input: weights, scales, biases too); with ``--opsets`` the model and inputs are
 kept and the default-domain opset is set to each other version (7 and up) where one of its
 ops has another definition and the model still passes onnx's checker (best with ``--diff``:
-each version's semantics against a peer's). The mutated model is
+each version's semantics against a peer's; with ``--values`` too, on special values). The mutated model is
 then loaded and run on the reference with the case's inputs (redrawn ones with ``--values``).
 The outcome of each is one of:
 
@@ -386,6 +386,9 @@ def main(argv: list[str] | None = None) -> int:
             feeds = feeds_of(case)
             if args.opsets:
                 model, what = others[seed]
+                if args.values:  # and special values in the inputs
+                    feeds, special = extreme_feeds(case, index, seed, args.all_inputs)
+                    what += f"; {special}"
             elif args.values:
                 model = case.model
                 feeds, what = extreme_feeds(case, index, seed, args.all_inputs)
