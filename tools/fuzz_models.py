@@ -18,8 +18,9 @@ subnormals and a few ordinary values (most useful with ``--backend``; ``--all-in
 every float input: weights, scales, biases too); with ``--opsets`` the model and inputs are
 kept and the default-domain opset is set to each other version (7 and up) where one of its
 ops has another definition and the model still passes onnx's checker (best with ``--diff``:
-each version's semantics against a peer's; with ``--values`` too, on special values). The mutated model is
-then loaded and run on the reference with the case's inputs (redrawn ones with ``--values``).
+each version's semantics against a peer's; with ``--values`` too, on special values). The
+mutated model is then loaded and run on the reference with the case's inputs (redrawn ones
+with ``--values``).
 The outcome of each is one of:
 
 * ``ok``: it ran (with ``--diff``, and onnx.reference also ran it, the outputs agree);

@@ -4,14 +4,14 @@
     .venv/bin/python tools/peer_cases.py --ops Conv,Resize --peer onnx.reference --verbose
 
 The conformance suite (``conformance/``) checks refmnn's backends against the reference; this
-tool turns the same cases round and checks the reference against another engine: each
-(case, dtype, sample) becomes a one-node ONNX model at the case's opset (the inputs the op's
-shape rule reads and a case's ``constants`` as initializers, as the suite's graphs have them),
-runs on onnxruntime's CPU provider (or onnx.reference, ``--peer``), and its outputs are judged against the reference's with
-the case's own tolerance. Samples the peer cannot load or run (a dtype or opset it lacks) are
-counted, not judged. A disagreement is a lead to read, not a verdict: the peer may be the one
-that is wrong (``tests/test_reference_oracles.py`` holds the cases read). The exit status is 1
-when any sample disagrees.
+tool turns the same cases round and checks the reference against another engine: each (case,
+dtype, sample) becomes a one-node ONNX model at the case's opset (the inputs the op's shape
+rule reads and a case's ``constants`` as initializers, as the suite's graphs have them), runs
+on onnxruntime's CPU provider (or onnx.reference, ``--peer``), and its outputs are judged
+against the reference's with the case's own tolerance. Samples the peer cannot load or run (a
+dtype or opset it lacks) are counted, not judged. A disagreement is a lead to read, not a
+verdict: the peer may be the one that is wrong (``tests/test_reference_oracles.py`` holds the
+cases read). The exit status is 1 when any sample disagrees.
 """
 
 from __future__ import annotations

@@ -224,8 +224,9 @@ def _interpolate(X: np.ndarray, out_shape: Sequence[int], axis_scale: dict[int, 
             result = np.take(result, np.zeros(0, np.intp), axis=axis)
             continue
         taps, weights, x = _resize_taps(
-            in_len, out_len, scale, widths[axis], rois[axis], mode=mode, ctm=ctm, nearest_mode=nearest_mode,
-            cubic_coeff_a=cubic_coeff_a, exclude_outside=bool(exclude_outside),
+            in_len, out_len, scale, widths[axis], rois[axis], mode=mode, ctm=ctm,
+            nearest_mode=nearest_mode, cubic_coeff_a=cubic_coeff_a,
+            exclude_outside=bool(exclude_outside),
             antialias=bool(antialias) and mode != "nearest")
         if ctm == "tf_crop_and_resize":
             shape = [1] * X.ndim
@@ -290,7 +291,7 @@ def _resize_infer(roi_at: int | None, scales_at: int, sizes_at: int | None):
             return unknown
         try:
             out = _resize_plan(in_shape, scales, sizes, attrs.get("axes"),
-                                     attrs.get("keep_aspect_ratio_policy", "stretch"),
+                               attrs.get("keep_aspect_ratio_policy", "stretch"),
                                roi or None, ctm)[0]
         except ValueError as exc:
             ctx.fail(str(exc))
