@@ -61,6 +61,32 @@ def test_intermediates_and_callback():
     assert list(out)[0] == "Y"
 
 
+@pytest.mark.parametrize("optimize", [True, None])
+def test_intermediates_after_a_fusion_drops_folded_constants(optimize):
+    """A constant folded at plan time (sqrt(2), 0.5) that a fusion then leaves unread (the
+    Div/Erf/Add/Mul/Mul chain becomes one Gelu) is dropped from the graph; the intermediates
+    list the folded values the plan still holds. It was a raw KeyError (found by
+    tools/fuzz_models.py --opsets --values --backend opencl)."""
+    f = TensorProto.FLOAT
+
+    def const(name, value):
+        return helper.make_node("Constant", [], [name],
+                                value=helper.make_tensor(f"{name}_t", f, [], [value]))
+
+    nodes = [const("two", 2.0), helper.make_node("Sqrt", ["two"], ["s"]),
+             helper.make_node("Div", ["x", "s"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+             const("one", 1.0), helper.make_node("Add", ["e", "one"], ["a"]),
+             helper.make_node("Mul", ["x", "a"], ["m"]), const("half", 0.5),
+             helper.make_node("Mul", ["m", "half"], ["y"])]
+    model = make_model(nodes, [("x", f, [2, 8])], [("y", f, [2, 8])], opset=17)
+    x = np.random.default_rng(0).standard_normal((2, 8)).astype(np.float32)
+    session = refmnn.Session(model, optimize=optimize)
+    out = session.run({"x": x}, intermediates=True)
+    want = refmnn.Session(model, optimize=False).run({"x": x})["y"]
+    np.testing.assert_allclose(out["y"], want, rtol=1e-6, atol=1e-7)
+    assert "half" not in out or out["half"] == np.float32(0.5)
+
+
 def test_missing_and_unknown_feeds_are_named():
     sess = refmnn.Session(add_relu_model())
     with pytest.raises(InputError, match=r"missing feed\(s\) \['B'\].*unknown input name\(s\) \['C'\]"):

@@ -343,6 +343,8 @@ def compile_plan(
         if set(graph.initializers) != before:
             folded = tuple(sorted(set(folded) | (set(graph.initializers) - before)))
             inferred = infer_types(graph, input_types, registry)
+    # the passes may have dropped folded values nothing reads any more (fused away)
+    folded = tuple(key for key in folded if key in graph.initializers)
     return _assemble(graph, input_types, registry, backends, inferred.types, inferred.constants,
                      folded, reuse, reference_arena)
 
