@@ -9,7 +9,10 @@ collected. Every value is then compared in the node order of the model's graph::
 (floats; integers, booleans and strings must be equal; NaN positions must match, infinities
 must be equal; shape and dtype must match). The **first divergent node** is the first node, in
 topological order, with an output beyond tolerance: its inputs all agree (they were compared
-before it), its output does not. It is reported with the inputs it received.
+before it), its output does not. It is reported with the inputs it received. A value one
+side's plan does not compute -- fused into the node that consumes it (a Conv into its Relu, a
+Gelu chain into one node) or folded at plan time -- is listed as ``not-in-a``/``not-in-b`` and
+not compared; the fused node's output is, so a fused kernel's error still shows there.
 
 A golden set (``--save-golden DIR``) stores backend A's inputs, outputs and intermediates::
 
@@ -48,18 +51,21 @@ MANIFEST = "manifest.json"
 VALUES_FILE = "golden.npz"
 INPUTS_FILE = "inputs.npz"
 
-# statuses of one compared value; every status but OK and ONLY_A/ONLY_B (values that exist
-# only on one side because one backend lowered a node the other ran whole) is a divergence
+# statuses of one compared value. Not divergences: OK; ONLY_A/ONLY_B, values that exist only
+# on one side because one backend lowered a node the other ran whole; MISSING_A/MISSING_B,
+# values of the model that one side's plan does not compute (fused into the node that consumes
+# them, or folded at plan time): nothing to compare, and the fused node's own output still is.
 OK = "ok"
 MISMATCH = "MISMATCH"
 NONFINITE = "NONFINITE"
 SHAPE = "SHAPE"
 DTYPE = "DTYPE"
-MISSING_A = "MISSING-A"
-MISSING_B = "MISSING-B"
+MISSING_A = "not-in-a"
+MISSING_B = "not-in-b"
 ONLY_A = "only-a"
 ONLY_B = "only-b"
-BENIGN = (OK, ONLY_A, ONLY_B)
+BENIGN = (OK, ONLY_A, ONLY_B, MISSING_A, MISSING_B)
+_FUSED = "fused or folded away by its plan"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -420,9 +426,15 @@ def _format_rows(rows: Sequence[Row]) -> list[str]:
 def _format_verdict(report: Report) -> list[str]:
     """The closing lines: agreement, or the first divergent node and its inputs."""
     bad = report.divergent
+    absent = sum(r.diff.status in (MISSING_A, MISSING_B) for r in report.rows)
+    lowered = sum(r.diff.status in (ONLY_A, ONLY_B) for r in report.rows)
+    compared = len(report.rows) - absent - lowered
+    notes = [f"{n} {why}" for n, why in ((absent, f"not computed by one side: {_FUSED}"),
+                                         (lowered, "made by one side's lowering only")) if n]
+    note = f" ({'; '.join(notes)})" if notes else ""
     if not bad:
-        return [f"all {len(report.rows)} value(s) agree"]
-    lines = [f"{len(bad)} of {len(report.rows)} value(s) diverge"]
+        return [f"all {compared} compared value(s) agree{note}"]
+    lines = [f"{len(bad)} of {compared} compared value(s) diverge{note}"]
     first = report.first
     if first is None:
         return lines
@@ -433,7 +445,8 @@ def _format_verdict(report: Report) -> list[str]:
     agreement = "all agree" if first.inputs_agree else "SOME DIFFER: the cause is upstream"
     lines.append(f"  inputs ({agreement}):")
     for info in first.inputs:
-        verdict = ("agree" if info.diff.status in BENIGN
+        verdict = ("agree" if info.diff.status in (OK, ONLY_A, ONLY_B)
+                   else info.diff.detail if info.diff.status in BENIGN
                    else f"DIFFER ({info.diff.status} {info.diff.detail})")
         lines.append(f"    {info.name} [{info.source}] {_stats_text(info.stats_a)}: {verdict}")
     return lines
@@ -480,10 +493,10 @@ def compare_sides(graph: Any, a: Side, b: Side, tol: Tolerance) -> list[Row]:
             diff = compare_values(a.values[name], b.values[name], tol)
             shown = a.values[name]
         elif present[0]:
-            diff = Diff(MISSING_B if in_model else ONLY_A, detail="not computed by B")
+            diff = Diff(MISSING_B if in_model else ONLY_A, detail=f"not computed by B: {_FUSED}")
             shown = a.values[name]
         else:
-            diff = Diff(MISSING_A if in_model else ONLY_B, detail="not computed by A")
+            diff = Diff(MISSING_A if in_model else ONLY_B, detail=f"not computed by A: {_FUSED}")
             shown = b.values[name]
         shape, dtype = _describe_type(shown)
         rows.append(Row(index, node, op, name, shape, dtype, diff))
@@ -507,7 +520,9 @@ def first_divergence(graph: Any, rows: Sequence[Row], a: Side, b: Side,
     for name in dict.fromkeys(n for n in node.inputs if n):
         value_a, value_b, source = _input_values(graph, name, a, b, feeds, producers)
         if value_a is _ABSENT or value_b is _ABSENT:
-            diff = Diff(MISSING_A if value_a is _ABSENT else MISSING_B)
+            side = "A" if value_a is _ABSENT else "B"
+            diff = Diff(MISSING_A if value_a is _ABSENT else MISSING_B,
+                        detail=f"not computed by {side}: {_FUSED}")
         else:
             diff = compare_values(value_a, value_b, tol)
         stats_a = summary_stats(None if value_a is _ABSENT else value_a)
