@@ -45,6 +45,24 @@ def add_relu_model(shape: Sequence[int | str | None] = (2, 3)) -> onnx.ModelProt
     return make_model(nodes, [("A", f, shape), ("B", f, shape)], [("Y", f, shape)])
 
 
+def gelu_chain_model() -> onnx.ModelProto:
+    """x [2, 8] -> y = x * (erf(x / sqrt(2)) + 1) * 0.5 as exporters write it: Div, Erf, Add,
+    Mul, Mul, the constants from Constant nodes and sqrt(2) from a Sqrt of one (folded at plan
+    time); the fusion pass makes the chain one Gelu."""
+    f = TensorProto.FLOAT
+
+    def const(name: str, value: float) -> onnx.NodeProto:
+        return helper.make_node("Constant", [], [name],
+                                value=helper.make_tensor(f"{name}_t", f, [], [value]))
+
+    nodes = [const("two", 2.0), helper.make_node("Sqrt", ["two"], ["s"]),
+             helper.make_node("Div", ["x", "s"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+             const("one", 1.0), helper.make_node("Add", ["e", "one"], ["a"]),
+             helper.make_node("Mul", ["x", "a"], ["m"]), const("half", 0.5),
+             helper.make_node("Mul", ["m", "half"], ["y"])]
+    return make_model(nodes, [("x", f, [2, 8])], [("y", f, [2, 8])], opset=17)
+
+
 def install_distribution(site: Path, dist: str, version: str, entry_points: str,
                          modules: dict[str, str]) -> None:
     """Leave ``site`` as ``pip install <dist>`` would: a dist-info folder with METADATA, an

@@ -19,7 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 from refmnn.cli import main
 from refmnn.compare import (MISMATCH, OK, Tolerance, compare_backends, compare_values,
                             main as compare_main)
-from tests.helpers import add_relu_model, install_distribution, make_model
+from tests.helpers import add_relu_model, gelu_chain_model, install_distribution, make_model
 
 SKEWED = '''
 import numpy as np
@@ -138,20 +138,8 @@ def test_values_a_backend_fused_away_are_not_divergences(tmp_path, capsys):
     info = BackendRegistry().info("numba")
     if not info.available:
         pytest.skip(f"backend numba not available here: {info.reason}")
-    f = TensorProto.FLOAT
-
-    def const(name, value):
-        return helper.make_node("Constant", [], [name],
-                                value=helper.make_tensor(f"{name}_t", f, [], [value]))
-
-    nodes = [const("two", 2.0), helper.make_node("Sqrt", ["two"], ["s"]),
-             helper.make_node("Div", ["x", "s"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
-             const("one", 1.0), helper.make_node("Add", ["e", "one"], ["a"]),
-             helper.make_node("Mul", ["x", "a"], ["m"]), const("half", 0.5),
-             helper.make_node("Mul", ["m", "half"], ["y"])]
     path = tmp_path / "gelu.onnx"
-    path.write_bytes(make_model(nodes, [("x", f, [2, 8])], [("y", f, [2, 8])],
-                                opset=17).SerializeToString())
+    path.write_bytes(gelu_chain_model().SerializeToString())
     assert main(["compare", str(path), "--backends", "reference,numba"]) == 0
     out = capsys.readouterr().out
     assert "all 1 compared value(s) agree (8 not computed by one side" in out

@@ -8,7 +8,7 @@ from onnx import TensorProto, helper
 
 import refmnn
 from refmnn import InputError, OpError, ShapeError
-from tests.helpers import add_relu_model, make_model
+from tests.helpers import add_relu_model, gelu_chain_model, make_model
 
 
 def _feeds(shape=(2, 3), seed=0):
@@ -67,18 +67,7 @@ def test_intermediates_after_a_fusion_drops_folded_constants(optimize):
     Div/Erf/Add/Mul/Mul chain becomes one Gelu) is dropped from the graph; the intermediates
     list the folded values the plan still holds. It was a raw KeyError (found by
     tools/fuzz_models.py --opsets --values --backend opencl)."""
-    f = TensorProto.FLOAT
-
-    def const(name, value):
-        return helper.make_node("Constant", [], [name],
-                                value=helper.make_tensor(f"{name}_t", f, [], [value]))
-
-    nodes = [const("two", 2.0), helper.make_node("Sqrt", ["two"], ["s"]),
-             helper.make_node("Div", ["x", "s"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
-             const("one", 1.0), helper.make_node("Add", ["e", "one"], ["a"]),
-             helper.make_node("Mul", ["x", "a"], ["m"]), const("half", 0.5),
-             helper.make_node("Mul", ["m", "half"], ["y"])]
-    model = make_model(nodes, [("x", f, [2, 8])], [("y", f, [2, 8])], opset=17)
+    model = gelu_chain_model()
     x = np.random.default_rng(0).standard_normal((2, 8)).astype(np.float32)
     session = refmnn.Session(model, optimize=optimize)
     out = session.run({"x": x}, intermediates=True)
