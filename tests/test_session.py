@@ -65,8 +65,8 @@ def test_intermediates_and_callback():
 def test_intermediates_after_a_fusion_drops_folded_constants(optimize):
     """A constant folded at plan time (sqrt(2), 0.5) that a fusion then leaves unread (the
     Div/Erf/Add/Mul/Mul chain becomes one Gelu) is dropped from the graph; the intermediates
-    list the folded values the plan still holds. It was a raw KeyError (found by
-    tools/fuzz_models.py --opsets --values --backend opencl)."""
+    list the folded values the plan still holds. It was a raw KeyError (found while reading a
+    finding of tools/fuzz_models.py --opsets --values --backend opencl with intermediates)."""
     model = gelu_chain_model()
     x = np.random.default_rng(0).standard_normal((2, 8)).astype(np.float32)
     session = refmnn.Session(model, optimize=optimize)
