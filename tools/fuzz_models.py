@@ -308,9 +308,10 @@ def _alarm(signum: int, frame: Any) -> None:
 
 
 def run_one(model: onnx.ModelProto | bytes, feeds: dict[str, np.ndarray], diff: bool,
-            timeout: int, backend: str | None = None, peer: str = "onnx.reference"
-            ) -> dict[str, Any]:
-    """Load and run one mutated model; the outcome as a JSON-ready dict."""
+            timeout: int, backend: str | None = None, peer: str = "onnx.reference",
+            intermediates: bool = False) -> dict[str, Any]:
+    """Load and run one mutated model; the outcome as a JSON-ready dict. ``intermediates``:
+    run the backend's session with every intermediate value kept (``refmnn compare``'s path)."""
     import refmnn
 
     signal.signal(signal.SIGALRM, _alarm)
@@ -320,7 +321,8 @@ def run_one(model: onnx.ModelProto | bytes, feeds: dict[str, np.ndarray], diff: 
         got = refmnn.Session(data).run(feeds)
         if backend is not None:
             try:
-                accelerated = refmnn.Session(data, backends=(backend,)).run(feeds)
+                accelerated = refmnn.Session(data, backends=(backend,)).run(
+                    feeds, intermediates=intermediates)
             except refmnn.RefmnnError as exc:
                 return {"status": "BACKEND-REFUSED", "error": f"{type(exc).__name__}: {exc}"}
             difference = differences(accelerated, got, "the reference")
@@ -361,6 +363,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--all-inputs", action="store_true",
                         help="with --values: redraw every float input, not only the first")
     parser.add_argument("--backend", help="also run on this backend; compare with the reference")
+    parser.add_argument("--intermediates", action="store_true",
+                        help="with --backend: keep every intermediate value there (the path of "
+                        "refmnn compare)")
     parser.add_argument("--timeout", type=int, default=20, help="seconds per mutation")
     parser.add_argument("--memory-limit", type=float, default=6.0, help="GiB of address space")
     parser.add_argument("--out", default="-", help="JSON lines file (default: stdout)")
@@ -397,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
                 model, what = (corrupted if args.bytes else mutated)(case, index, seed)
             record = {"case": case.name, "index": index, "seed": seed, "mutation": what,
                       **run_one(model, feeds, args.diff, args.timeout, args.backend,
-                                args.peer)}
+                                args.peer, args.intermediates)}
             counts[record["status"]] += 1
             if record["status"] not in ("ok", "refused"):
                 findings.append(record)
