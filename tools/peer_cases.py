@@ -21,6 +21,7 @@ import ctypes
 import sys
 import warnings
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,7 @@ from onnx import helper, numpy_helper
 
 from refmnn.dtypes import DType
 
-sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "conformance"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "conformance"))
 
 from refmnn_conformance.case import OpCase, Sample  # noqa: E402
 from refmnn_conformance.cases import ALL_CASES  # noqa: E402

@@ -52,6 +52,7 @@ from refmnn.graph import Dim, TensorType
 from refmnn.ops import _window as win
 from refmnn.ops._infer import dtype_of, shape_of
 from refmnn.ops._schema import Attr, InferContext, into, op
+from refmnn.ops.quant import requantize
 
 # -- shared attribute schema ------------------------------------------------------------------
 
@@ -227,14 +228,6 @@ def conv_integer(x: np.ndarray, w: np.ndarray, x_zero_point: np.ndarray | None =
     return _conv_exact(x, x_zero_point, w, w_zero_point, None, group, geom).astype(np.int32)
 
 
-def requantize(acc: np.ndarray, multiplier: np.ndarray | float, zero_point: np.ndarray,
-               dtype: np.dtype) -> np.ndarray:
-    """``saturate(round_half_even(acc * multiplier) + zero_point)`` into integer ``dtype``."""
-    info = np.iinfo(dtype)
-    y = np.rint(acc.astype(np.float64) * multiplier) + np.asarray(zero_point, np.float64)
-    return np.clip(y, info.min, info.max).astype(dtype)
-
-
 @op("QLinearConv", since=10,
     inputs=("x", "x_scale", "x_zero_point", "w", "w_scale", "w_zero_point", "y_scale",
             "y_zero_point", "B?"),
@@ -267,7 +260,7 @@ def qlinear_conv(x: np.ndarray, x_scale: np.ndarray, x_zero_point: np.ndarray, w
     if w_scale.size > 1:
         w_scale = w_scale.reshape(-1, *_spatial_ones(rank))
     scaled = acc * np.float64(x_scale.reshape(())) * w_scale / np.float64(y_scale.reshape(()))
-    return requantize(scaled, 1.0, y_zero_point.reshape(()), y_zero_point.dtype)
+    return requantize(scaled, y_zero_point.reshape(()), y_zero_point.dtype)
 
 
 # -- ConvTranspose and Col2Im: the scatter-add inverse of the window view ---------------------

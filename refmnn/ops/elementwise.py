@@ -664,12 +664,12 @@ def clip(input: np.ndarray, min: np.ndarray | None = None,
     return _clip(input, lo, hi, out)
 
 
-_FLT_MAX = 3.4028234663852886e38
+FLT_MAX = 3.4028234663852886e38  # float32's largest finite value, as Clip-6 writes it
 
 
 @op("Clip", since=6, inputs=("input",), outputs=("output",), infer=same_as(0),
-    attrs=(Attr("max", "float", _FLT_MAX, "upper bound"),
-           Attr("min", "float", -_FLT_MAX, "lower bound")))
+    attrs=(Attr("max", "float", FLT_MAX, "upper bound"),
+           Attr("min", "float", -FLT_MAX, "lower bound")))
 def clip_6(input: np.ndarray, *, max: float, min: float,
            out: np.ndarray | None = None) -> np.ndarray:
     """output = min(max(input, min), max) with float attributes, defaults -+3.4028234663852886e38

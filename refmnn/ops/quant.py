@@ -52,6 +52,14 @@ def integer_range(dtype: np.dtype) -> tuple[int, int]:
     return int(info.min), int(info.max)
 
 
+def requantize(scaled: np.ndarray, zero_point: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``saturate(round_half_even(scaled) + zero_point)`` into integer ``dtype`` (scaled: the
+    float64 ``acc * scales`` of QLinearConv and QLinearMatMul)."""
+    low, high = integer_range(dtype)
+    y = np.rint(scaled) + np.asarray(zero_point, np.float64)
+    return np.clip(y, low, high).astype(dtype)
+
+
 def to_narrow_float(v: np.ndarray, dtype: np.dtype, saturate: bool) -> np.ndarray:
     """Round float32 ``v`` to a float8/float4/float6 ``dtype``, half to even.
 
@@ -325,8 +333,7 @@ def _qlinear_matmul(a: np.ndarray, a_scale: np.ndarray, a_zero_point: np.ndarray
     target = y_zero_point.dtype
     if target in _FLOAT8:
         return to_narrow_float((scaled + zero).astype(np.float32), target, True)
-    low, high = integer_range(target)
-    return np.clip(np.rint(scaled) + zero, low, high).astype(target)
+    return requantize(scaled, zero, target)
 
 
 def _qmatmul_rule(ctx: InferContext, a: TensorType | None, a_scale: Any, a_zero: Any,

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from refmnn.graph import Graph, Node, TensorType, ValueType
-from refmnn.ops.elementwise import clip_limits
+from refmnn.ops.elementwise import FLT_MAX, clip_limits
 from refmnn.ops.fused import DOMAIN as FUSED_DOMAIN, POOL_ATTRS
 from refmnn.ops.registry import OpRegistry
 from refmnn.schedule.attention import absorb_attention_transposes, fuse_attention
@@ -307,7 +307,7 @@ def _activation_of(graph: Graph, ctx: PassContext, node: Node) -> dict[str, Any]
             return None
         lo, hi = bounds
     else:  # Clip-6's attributes default to -+FLT_MAX; Clip-1 has no default (no bound)
-        limit = 3.4028234663852886e38 if opset >= 6 else float("inf")
+        limit = FLT_MAX if opset >= 6 else float("inf")
         lo = float(attrs["min"]) if attrs.get("min") is not None else -limit
         hi = float(attrs["max"]) if attrs.get("max") is not None else limit
     return {"activation": "clip", "activation_min": lo, "activation_max": hi}
