@@ -60,6 +60,8 @@ import numpy as np
 import onnx
 from onnx import AttributeProto
 
+from peers import PEERS, run_peer  # tools/, this script's folder
+
 INTS = (-(2**31), -100, -5, -2, -1, 0, 1, 2, 3, 5, 7, 64, 2**31 - 1, 2**40)
 FLOATS = (float("nan"), float("inf"), -float("inf"), -1.0, 0.0, 1e30, -1e-30, 2.5)
 STRINGS = (b"", b"bogus", b"NOTSET", b"SAME_UPPER", b"VALID", b"constant", b"reflect",
@@ -260,16 +262,7 @@ def compare(model: onnx.ModelProto, feeds: dict[str, np.ndarray], got: dict[str,
     """How refmnn's outputs differ from the peer's, onnx.reference's or onnxruntime's (None:
     they agree, or the peer failed)."""
     try:
-        if peer == "onnxruntime":
-            import onnxruntime
-
-            session = onnxruntime.InferenceSession(model.SerializeToString(),
-                                                   providers=["CPUExecutionProvider"])
-            want = session.run(None, feeds)
-        else:
-            from onnx.reference import ReferenceEvaluator
-
-            want = ReferenceEvaluator(model).run(None, feeds)
+        want = run_peer(model, feeds, peer)
     except Exception:
         return None
     return differences(got, dict(zip((o.name for o in model.graph.output), want, strict=False)),
@@ -350,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=3, help="mutations per case")
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--diff", action="store_true", help="also compare with onnx.reference")
-    parser.add_argument("--peer", choices=("onnx.reference", "onnxruntime"),
+    parser.add_argument("--peer", choices=PEERS,
                         default="onnx.reference",
                         help="with --diff: the engine to compare with (onnxruntime may crash "
                         "the process on a malformed model: best with --values)")

@@ -17,7 +17,6 @@ cases read). The exit status is 1 when any sample disagrees.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import sys
 import warnings
 from collections import Counter
@@ -37,6 +36,8 @@ from refmnn_conformance.cases import ALL_CASES  # noqa: E402
 from refmnn_conformance.compare import compare  # noqa: E402
 from refmnn_conformance.runner import reference_outputs, sample_ports  # noqa: E402
 from refmnn_conformance.tolerances import tolerance_for  # noqa: E402
+
+from peers import PEERS, run_peer  # noqa: E402  (tools/, this script's folder)
 
 IR_VERSION = 10
 """The IR version of the models made here: one every onnxruntime of the last two years reads."""
@@ -69,43 +70,6 @@ def one_node_model(case: OpCase, sample: Sample) -> tuple[onnx.ModelProto, dict[
     if case.domain:
         imports.append(helper.make_opsetid(case.domain, opset))
     return helper.make_model(graph, opset_imports=imports, ir_version=IR_VERSION), feeds
-
-
-def run_peer(model: onnx.ModelProto, feeds: dict[str, Any], peer: str) -> list[Any]:
-    # arrays (no NumPy scalars), C-contiguous: onnxruntime reads a raw buffer in that order
-    feeds = {name: np.asarray(value, order="C") for name, value in feeds.items()}
-    if peer == "onnx.reference":
-        from onnx.reference import ReferenceEvaluator
-
-        return list(ReferenceEvaluator(model).run(None, feeds))
-    import onnxruntime
-
-    options = onnxruntime.SessionOptions()
-    options.log_severity_level = 3
-    session = onnxruntime.InferenceSession(model.SerializeToString(), options,
-                                           providers=["CPUExecutionProvider"])
-    for name, value in feeds.items():
-        if value.dtype.kind == "V" and value.dtype.itemsize in (1, 2):  # bfloat16, float8
-            raw = value.view(np.uint8 if value.dtype.itemsize == 1 else np.uint16)
-            feeds[name] = onnxruntime.OrtValue.ortvalue_from_numpy_with_onnx_type(
-                raw, DType.from_numpy(value.dtype).value)
-        else:
-            feeds[name] = onnxruntime.OrtValue.ortvalue_from_numpy(value)
-    return [_ort_array(value) for value in session.run_with_ort_values(None, feeds)]
-
-
-def _ort_array(value: Any) -> Any:
-    """An onnxruntime output as a NumPy array; bfloat16 and float8, which its ``numpy()``
-    cannot convert, copied from the tensor's bytes into their ml_dtypes type."""
-    if not value.is_tensor():
-        return None
-    try:
-        return value.numpy()
-    except Exception:
-        dtype = DType.from_onnx(value.element_type()).numpy
-        size = value.tensor_size_in_bytes()
-        raw = (ctypes.c_uint8 * size).from_address(value.data_ptr())
-        return np.frombuffer(raw, dtype=np.uint8).copy().view(dtype).reshape(value.shape())
 
 
 def judge(case: OpCase, dtype: DType, sample: Sample, peer: str) -> tuple[str, str]:
@@ -141,7 +105,7 @@ def judge(case: OpCase, dtype: DType, sample: Sample, peer: str) -> tuple[str, s
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ops", help="only these ops (comma-separated, exact names)")
-    parser.add_argument("--peer", choices=("onnxruntime", "onnx.reference"),
+    parser.add_argument("--peer", choices=PEERS,
                         default="onnxruntime", help="the engine to compare with")
     parser.add_argument("--verbose", action="store_true", help="print why the peer failed too")
     args = parser.parse_args(argv)
