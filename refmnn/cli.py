@@ -282,8 +282,12 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("model")
     compare.add_argument("--backends", required=True, metavar="A,B",
                          help="two backends to compare (one with --golden or --save-golden)")
-    compare.add_argument("--atol", type=float, default=1e-5)
-    compare.add_argument("--rtol", type=float, default=1e-4)
+    compare.add_argument("--atol", type=float, default=1e-5,
+                         help="absolute term, times max(1, largest |value|) of each value "
+                              "(default 1e-5)")
+    compare.add_argument("--rtol", type=float, default=1e-4, help="relative term (default 1e-4)")
+    compare.add_argument("--absolute", action="store_true",
+                         help="take --atol as it is, not scaled by each value's magnitude")
     compare.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
     compare.add_argument("--shape", action="append", default=[], metavar="NAME=D1,D2,...")
     compare.add_argument("--seed", type=int, default=None, help="seed of the random inputs (default 0)")
