@@ -467,3 +467,23 @@ def test_cast_to_float8e5m2_rounds_a_tie_past_the_largest_value_to_infinity():
         y = _run(node, [("x", F, [3])], [("y", TensorProto.FLOAT8E5M2, [3])], 21, x=x)["y"]
         assert y.dtype == ml_dtypes.float8_e5m2
         np.testing.assert_array_equal(y.astype(np.float32), want)
+
+
+@pytest.mark.parametrize(("op", "attrs"), [
+    ("LinearRegressor", {"coefficients": [1.0, 2.0, 3.0], "intercepts": [0.5]}),
+    ("TreeEnsembleRegressor", {"n_targets": 1, "nodes_treeids": [0], "nodes_nodeids": [0],
+                               "nodes_featureids": [0], "nodes_values": [0.0],
+                               "nodes_modes": ["LEAF"], "nodes_truenodeids": [0],
+                               "nodes_falsenodeids": [0], "target_treeids": [0],
+                               "target_nodeids": [0], "target_ids": [0],
+                               "target_weights": [1.5]}),
+])
+def test_an_empty_batch_gives_an_empty_result(op, attrs):
+    """N = 0 rows is a batch like any other: [0, 1] out of [0, 3] in (onnxruntime agrees).
+    The [N, C] view of X was reshaped with -1, which NumPy cannot resolve from 0 elements;
+    ConvTranspose had the same flaw (its empty_batch conformance sample)."""
+    node = helper.make_node(op, ["x"], ["y"], domain="ai.onnx.ml", **attrs)
+    model = make_model([node], [("x", F, [0, 3])], [("y", F, [0, 1])],
+                       extra_opsets=[("ai.onnx.ml", 1)])
+    y = refmnn.Session(model).run({"x": np.zeros((0, 3), np.float32)})["y"]
+    assert y.shape == (0, 1) and y.dtype == np.float32

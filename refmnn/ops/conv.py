@@ -338,7 +338,8 @@ def _conv_transpose(X: np.ndarray, W: np.ndarray, B: np.ndarray | None, attrs: d
     axes = _transpose_axes(X.shape[2:], kernel, attrs)
     strides, dilations, _ = win.defaults(rank, attrs["strides"], attrs["dilations"], None)
     dtype = _float_compute(X.dtype)
-    x = X.astype(dtype, copy=False).reshape(n, group, cg, -1)          # (N, G, Cg, P_in)
+    p_in = win.prod(X.shape[2:])  # not -1 in the reshape: n may be 0
+    x = X.astype(dtype, copy=False).reshape(n, group, cg, p_in)        # (N, G, Cg, P_in)
     w = W.astype(dtype, copy=False).reshape(group, cg, mg * k)         # (G, Cg, Mg * K)
     cols = np.matmul(w.transpose(0, 2, 1), x)                          # (N, G, Mg * K, P_in)
     cols = cols.reshape(n, group * mg, *kernel, *X.shape[2:])
@@ -476,7 +477,7 @@ def _sample(x: np.ndarray, pos: np.ndarray) -> np.ndarray:
     """
     n, og, co = x.shape[:3]
     spatial = x.shape[3:]
-    flat = x.reshape(n, og, co, -1)
+    flat = x.reshape(n, og, co, win.prod(spatial))  # not -1: n may be 0
     low = np.floor(pos)
     frac = pos - low
     low = low.astype(np.int64)

@@ -25,7 +25,7 @@ def _as_2d(X: np.ndarray) -> np.ndarray:
     """[N, C] view of X: a 1-D input is one row, higher ranks flatten to [N, rest]."""
     if X.ndim == 1:
         return X.reshape(1, -1)
-    return X.reshape(X.shape[0], -1)
+    return X.reshape(X.shape[0], int(np.prod(X.shape[1:])))  # not -1: N may be 0
 
 
 def _strings(values: Sequence[str], shape: tuple[int, ...]) -> np.ndarray:

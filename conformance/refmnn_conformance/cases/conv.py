@@ -78,6 +78,7 @@ CONV_TRANSPOSES = (
     ("output_shape", (1, 2, 3, 3), (2, 2, 3, 3), {"strides": (2, 2), "output_shape": (8, 7)}),
     ("same_upper", (1, 2, 3, 4), (2, 2, 3, 3), {"strides": (2, 2), "auto_pad": "SAME_UPPER"}),
     ("3d", (1, 2, 3, 3, 2), (2, 2, 2, 2, 2), {"strides": (1, 2, 1)}),
+    ("empty_batch", (0, 2, 3, 4), (2, 3, 2, 2), {"strides": (2, 2)}),
 )
 
 
@@ -107,6 +108,8 @@ def deform_conv_samples(ctx: SampleContext):
                   ctx.make((1, 2 * 2 * 4, 2, 2), UNIT) * ctx.scalar(2.0)),
                  {"group": 2, "offset_group": 2, "strides": (2, 2), "pads": (0, 0, 1, 1)},
                  name="groups_offset_groups")
+    yield Sample((ctx.make((0, 2, 5, 5), UNIT), w, ctx.make((0, 2 * 4, 4, 4), UNIT)),
+                 name="empty_batch")
 
 
 def _ct_k(sample: Sample) -> int:
