@@ -487,3 +487,20 @@ def test_an_empty_batch_gives_an_empty_result(op, attrs):
                        extra_opsets=[("ai.onnx.ml", 1)])
     y = refmnn.Session(model).run({"x": np.zeros((0, 3), np.float32)})["y"]
     assert y.shape == (0, 1) and y.dtype == np.float32
+
+
+def test_non_max_suppression_keeps_a_score_equal_to_the_threshold():
+    """NonMaxSuppression: "Bounding boxes with score less than score_threshold are removed",
+    so a box scoring exactly the threshold stays (the IoU rule next to it says "strictly
+    greater" where it means it). onnxruntime 1.32 and onnx.reference drop it."""
+    boxes = np.array([[[0, 0, 1, 1], [2, 2, 3, 3], [4, 4, 5, 5]]], np.float32)
+    scores = np.array([[[0.9, 0.5, 0.3]]], np.float32)
+    node = helper.make_node("NonMaxSuppression", ["b", "s", "m", "i", "t"], ["y"])
+    model = make_model([node], [("b", F, [1, 3, 4]), ("s", F, [1, 1, 3]),
+                                ("m", TensorProto.INT64, [1]), ("i", F, [1]), ("t", F, [1])],
+                       [("y", TensorProto.INT64, ["n", 3])], opset=11)
+    feeds = {"b": boxes, "s": scores, "m": np.array([10]), "i": np.array([0.5], np.float32)}
+    run = refmnn.Session(model).run
+    assert run({**feeds, "t": np.array([0.5], np.float32)})["y"].tolist() == [[0, 0, 0],
+                                                                              [0, 0, 1]]
+    assert run({**feeds, "t": np.array([0.51], np.float32)})["y"].tolist() == [[0, 0, 0]]

@@ -194,10 +194,11 @@ def non_max_suppression(boxes: np.ndarray, scores: np.ndarray,
     scalar (absent: 0, i.e. nothing selected); iou_threshold scalar (absent: 0);
     score_threshold scalar (absent: no score filter). Output int64 (num_selected, 3) rows
     [batch, class, box], batch-major then class, each class in selection order.
-    Per class: keep boxes with score > score_threshold (strictly, as onnxruntime and the ONNX
-    reference do), visit them by descending score (ties: lower box index first), select a box
-    unless its IoU with an already selected box of that class is > iou_threshold (equal is
-    kept), stop after max_output_boxes_per_class. Boxes may list their corners in any order;
+    Per class: keep boxes with score >= score_threshold (the spec: "boxes with score less than
+    score_threshold are removed"; onnxruntime and onnx.reference drop an equal score too),
+    visit them by descending score (ties: lower box index first), select a box unless its IoU
+    with an already selected box of that class is > iou_threshold (equal is kept), stop after
+    max_output_boxes_per_class. Boxes may list their corners in any order;
     IoU is 0 for boxes without positive area. Arithmetic in the boxes' dtype (float32).
     """
     limit = max(int(_scalar(max_output_boxes_per_class, 0)), 0)
@@ -211,7 +212,7 @@ def non_max_suppression(boxes: np.ndarray, scores: np.ndarray,
         class_scores = scores[b, c]
         order = np.argsort(-class_scores.astype(np.float64), kind="stable")
         if floor is not None:
-            order = order[class_scores[order] > floor]
+            order = order[class_scores[order] >= floor]
         candidates = corners[b, order]
         alive = np.ones(len(order), dtype=bool)
         kept = 0
