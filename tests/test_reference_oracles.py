@@ -504,3 +504,49 @@ def test_non_max_suppression_keeps_a_score_equal_to_the_threshold():
     assert run({**feeds, "t": np.array([0.5], np.float32)})["y"].tolist() == [[0, 0, 0],
                                                                               [0, 0, 1]]
     assert run({**feeds, "t": np.array([0.51], np.float32)})["y"].tolist() == [[0, 0, 0]]
+
+
+def _qlinear_matmul(a, a_scale, b, b_scale, y_shape):
+    """QLinearMatMul-21 of uint8 a and b (zero points 0, y_scale 1) on the reference."""
+    names = ["a", "sa", "za", "b", "sb", "zb", "sy", "zy"]
+    feeds = {"a": a, "sa": a_scale, "za": np.array(0, np.uint8), "b": b, "sb": b_scale,
+             "zb": np.array(0, np.uint8), "sy": np.array(1, np.float32),
+             "zy": np.array(0, np.uint8)}
+    types = {n: TensorProto.UINT8 if v.dtype == np.uint8 else F for n, v in feeds.items()}
+    node = helper.make_node("QLinearMatMul", names, ["y"])
+    model = make_model([node], [(n, types[n], list(feeds[n].shape)) for n in names],
+                       [("y", TensorProto.UINT8, y_shape)], opset=21)
+    return refmnn.Session(model).run(feeds)["y"]
+
+
+def test_qlinear_matmul_scales_rows_and_columns_of_a_one_dimensional_operand():
+    """QLinearMatMul "behaves like numpy.matmul": a 1-D a is one row and a 1-D b one column,
+    whose axis leaves the result; a per-column b_scale [..., 1, N] (per-row a_scale [M])
+    still scales the result's columns (rows). The scales met acc after matmul had dropped
+    the axis: a wrong shape, or a refusal (onnxruntime agrees with the expected values)."""
+    b = np.arange(12, dtype=np.uint8).reshape(2, 2, 3)
+    b_scale = np.array([[[1, 2, 4]], [[0.5, 1, 2]]], np.float32)
+    y = _qlinear_matmul(np.array([3, 5], np.uint8), np.array(0.5, np.float32), b, b_scale,
+                        [2, 3])
+    acc = np.array([3, 5]) @ b.astype(np.int64)
+    assert y.tolist() == np.rint(acc * 0.5 * b_scale[:, 0, :]).tolist()  # [2, 3]
+    a = np.array([[1, 2], [3, 4], [5, 6]], np.uint8)
+    y = _qlinear_matmul(a, np.array([1, 2, 4], np.float32), np.array([1, 1], np.uint8),
+                        np.array(1, np.float32), [3])
+    assert y.tolist() == [3, 14, 44]
+
+
+def test_quantize_linear_divides_in_the_precision_it_names():
+    """QuantizeLinear-23: "The type of y_scale determines the precision of the division
+    operation between x and y_scale, unless the precision attribute is specified": a Div in
+    float16 takes float16 operands, so a float32 x beyond 65504 is inf there and saturates
+    (onnxruntime 1.32 agrees; the exact quotient rounded to float16 would give 38400)."""
+    x = np.array([76807, 3, -70000], np.float32)
+    for precision in (None, TensorProto.FLOAT16):
+        attrs = {} if precision is None else {"precision": precision}
+        node = helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], **attrs)
+        model = make_model([node], [("x", F, [3]), ("s", TensorProto.FLOAT16, []),
+                                    ("z", TensorProto.UINT16, [])],
+                           [("y", TensorProto.UINT16, [3])], opset=23)
+        feeds = {"x": x, "s": np.array(2, np.float16), "z": np.array(0, np.uint16)}
+        assert refmnn.Session(model).run(feeds)["y"].tolist() == [65535, 2, 0]

@@ -101,9 +101,14 @@ def block_param(value: np.ndarray, shape: tuple[int, ...], axis: int,
 
 
 def _divide(x: np.ndarray, scale: np.ndarray, precision: np.dtype) -> np.ndarray:
-    """x / scale rounded to ``precision``, returned as float32 (float64 if precision is)."""
+    """x / scale as a division in ``precision``: both operands converted to it (a float32 x
+    beyond float16's range becomes +-inf there), the quotient rounded to it; returned as
+    float32 (float64 if precision is)."""
     if precision == np.float64:
         return x.astype(np.float64) / scale.astype(np.float64)
+    if precision != np.float32:
+        with np.errstate(over="ignore"):  # beyond the type's range: +-inf, as intended
+            x, scale = x.astype(precision), scale.astype(precision)
     quotient = x.astype(np.float32) / scale.astype(np.float32)
     if precision != np.float32:
         # float16 / bfloat16: a float32 quotient rounded once more is the correctly rounded
@@ -199,8 +204,11 @@ def quantize_linear_23(x: np.ndarray, y_scale: np.ndarray,
     to its range, +-inf to its ends and NaN to the zero point), a float8 type (``saturate``),
     or float4e2m1 / float6 (always saturating).
     The division is done in ``precision`` when set, else in y_scale's type (float32 for an
-    int32 or float8e8m0 scale), rounded once to that type. Versions 24, 25 and 28 only add
-    types (float8e8m0 scales; int2/uint2; float6).
+    int32 or float8e8m0 scale): "the precision of the division operation", read as the
+    precision of a Div -- x and y_scale converted to that type (a float32 x beyond float16's
+    range is +-inf there and saturates), the quotient rounded to it; onnxruntime 1.32 and
+    onnx.reference (given ``precision``) do the same. Versions 24, 25 and 28 only add types
+    (float8e8m0 scales; int2/uint2; float6).
     """
     return _quantize(x, y_scale, y_zero_point, axis, saturate, block_size, output_dtype,
                      precision)
@@ -321,14 +329,21 @@ def _row_param(value: np.ndarray, a: np.ndarray) -> np.ndarray:
 def _qlinear_matmul(a: np.ndarray, a_scale: np.ndarray, a_zero_point: np.ndarray, b: np.ndarray,
                     b_scale: np.ndarray, b_zero_point: np.ndarray, y_scale: np.ndarray,
                     y_zero_point: np.ndarray) -> np.ndarray:
-    av = a.astype(np.float64) - _row_param(a_zero_point, a).astype(np.float64)
-    bv = b.astype(np.float64) - np.asarray(b_zero_point).astype(np.float64).reshape(
+    # as numpy.matmul: a 1-D a is one row, a 1-D b one column (axes dropped from the result),
+    # so per-row and per-column parameters meet acc's rows and columns in every case
+    a2, b2 = (a[None, :] if a.ndim == 1 else a), (b[:, None] if b.ndim == 1 else b)
+    av = a2.astype(np.float64) - _row_param(a_zero_point, a2).astype(np.float64)
+    bv = b2.astype(np.float64) - np.asarray(b_zero_point).astype(np.float64).reshape(
         () if np.size(b_zero_point) == 1 else np.shape(b_zero_point))
     acc = np.matmul(av, bv)      # exact: integer products < 2**16, sums far below 2**53
-    scaled = (acc * _row_param(a_scale, a).astype(np.float64)
+    scaled = (acc * _row_param(a_scale, a2).astype(np.float64)
               * np.asarray(b_scale, np.float64).reshape(() if np.size(b_scale) == 1 else
                                                         np.shape(b_scale))
               / np.asarray(y_scale, np.float64).reshape(()))
+    if b.ndim == 1:
+        scaled = scaled[..., 0]
+    if a.ndim == 1:
+        scaled = scaled[..., 0, :] if b.ndim > 1 else scaled[..., 0]
     zero = np.asarray(y_zero_point).astype(np.float64).reshape(())
     target = y_zero_point.dtype
     if target in _FLOAT8:
