@@ -550,3 +550,26 @@ def test_quantize_linear_divides_in_the_precision_it_names():
                            [("y", TensorProto.UINT16, [3])], opset=23)
         feeds = {"x": x, "s": np.array(2, np.float16), "z": np.array(0, np.uint16)}
         assert refmnn.Session(model).run(feeds)["y"].tolist() == [65535, 2, 0]
+
+
+def test_leaky_relu_with_alpha_zero_multiplies_by_zero():
+    """LeakyRelu-16's function body is Where(Less(X, 0), Mul(alpha, X), X): with alpha = 0 a
+    negative X gives -0.0 and -inf gives 0 * -inf = NaN, not Relu's 0 (onnxruntime and
+    onnx.reference agree)."""
+    x = np.array([-np.inf, -1.0, -0.0, 2.0, np.nan], np.float32)
+    node = helper.make_node("LeakyRelu", ["x"], ["y"], alpha=0.0)
+    y = _run(node, [("x", F, [5])], [("y", F, [5])], 16, x=x)["y"]
+    assert np.isnan(y[0]) and np.isnan(y[4]) and y[1:4].tolist() == [0.0, 0.0, 2.0]
+    assert np.signbit(y[1:3]).all()
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_of_a_huge_double_is_the_double(approximate):
+    """Gelu(x) = 0.5 * x * (1 + erf(x / sqrt(2))) is x itself for large x, DBL_MAX included:
+    x * (1 + erf) overflowed to inf before the halving (onnxruntime and onnx.reference give
+    x)."""
+    x = np.array([np.finfo(np.float64).max, 1e308, -1e308, 3.0])
+    node = helper.make_node("Gelu", ["x"], ["y"], approximate=approximate)
+    y = _run(node, [("x", TensorProto.DOUBLE, [4])], [("y", TensorProto.DOUBLE, [4])], 20,
+             x=x)["y"]
+    assert y[:3].tolist() == [x[0], 1e308, 0.0] and abs(y[3] - 2.9959) < 4e-3

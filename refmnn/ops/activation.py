@@ -56,13 +56,14 @@ def relu(X: np.ndarray) -> np.ndarray:
 def leaky_relu(X: np.ndarray, *, alpha: float) -> np.ndarray:
     """Y = X if X >= 0 else alpha * X, elementwise.  X: any shape, float.
 
-    NaN stays NaN, -0.0 stays -0.0 (it is >= 0), -inf gives -inf * alpha (and 0 when alpha =
-    0: Relu). alpha only ever multiplies X < 0, so an infinite or NaN alpha leaves X >= 0 as it
-    is (a max(X, 0) + alpha * min(X, 0) form would give alpha * 0 = NaN there).
+    NaN stays NaN, -0.0 stays -0.0 (it is >= 0), -inf gives -inf * alpha: NaN when alpha = 0,
+    as the function body's Mul(alpha, X) does (so alpha = 0 is not Relu: negative X give -0.0
+    and -inf gives NaN; onnxruntime and onnx.reference agree). alpha only ever multiplies
+    X < 0, so an infinite or NaN alpha leaves X >= 0 as it is (a max(X, 0) + alpha * min(X, 0)
+    form would give alpha * 0 = NaN there).
     """
-    if alpha == 0:
-        return relu.reference(X)
-    return _f32(lambda v: np.where(v >= 0, v, v * alpha), X)
+    with np.errstate(invalid="ignore"):  # 0 * -inf = NaN, as intended
+        return _f32(lambda v: np.where(v >= 0, v, v * alpha), X)
 
 
 @op("PRelu", since=7, inputs=("X", "slope"), outputs=("Y",), infer=same_as(0))
@@ -196,14 +197,15 @@ def gelu(X: np.ndarray, *, approximate: str) -> np.ndarray:
     """
     x = X.astype(np.float64)
     if approximate == "tanh":
-        inner = np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3))
+        with np.errstate(over="ignore"):  # x^3 = +-inf past ~5e102: tanh gives +-1
+            inner = np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3))
     elif approximate == "none":
         inner = _erf(x * np.sqrt(0.5))
     else:
         raise ValueError(f"Gelu approximate must be 'none' or 'tanh', got {approximate!r}")
     inner += 1.0
+    x *= 0.5  # halved first (exact): x * (1 + erf) overflows beyond DBL_MAX / 2, where Y = X
     inner *= x
-    inner *= 0.5
     return inner.astype(X.dtype)
 
 

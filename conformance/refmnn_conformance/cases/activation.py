@@ -146,9 +146,16 @@ def _act(op: str, *variants, tol=None, dtypes=_ACTIVATION_TYPES) -> OpCase:
                   tolerance=tol or {}, tags=("activation",))
 
 
+def leaky_relu_samples(ctx: SampleContext):
+    yield from _with_attrs(("alpha", {"alpha": 0.3}), ("alpha_negative", {"alpha": -2.0}),
+                           ("alpha_infinite", {"alpha": float("inf")}))(ctx)  # never on X >= 0
+    # alpha = 0 is not Relu: alpha * X gives -0.0 for X < 0 and NaN for -inf
+    yield Sample((ctx.make((6, 16), EXTREMAL),), {"alpha": 0.0}, name="alpha_zero_extremal")
+
+
 MORE_CASES = (
-    _act("LeakyRelu", ("alpha", {"alpha": 0.3}), ("alpha_negative", {"alpha": -2.0}),
-         ("alpha_infinite", {"alpha": float("inf")})),  # alpha never touches X >= 0
+    OpCase("LeakyRelu", dtypes=_ACTIVATION_TYPES, samples=leaky_relu_samples,
+           tags=("activation",)),
     _act("Elu", ("alpha", {"alpha": 0.5}), tol=_TRANSCENDENTAL),
     _act("Selu", ("attrs", {"alpha": 2.0, "gamma": 3.0}), tol=_TRANSCENDENTAL),
     _act("Celu", ("alpha", {"alpha": 2.0}), tol=_TRANSCENDENTAL),
