@@ -573,3 +573,44 @@ def test_gelu_of_a_huge_double_is_the_double(approximate):
     y = _run(node, [("x", TensorProto.DOUBLE, [4])], [("y", TensorProto.DOUBLE, [4])], 20,
              x=x)["y"]
     assert y[:3].tolist() == [x[0], 1e308, 0.0] and abs(y[3] - 2.9959) < 4e-3
+
+
+@pytest.mark.parametrize("op", ["LayerNormalization", "GroupNormalization"])
+def test_normalization_of_a_narrow_spread_around_a_large_mean_is_exact(op):
+    """(x - mean) / sqrt(var + eps) for rows whose spread is 350x smaller than their mean: a
+    mean rounded to float32 puts ulp(mean) / 2 into every deviation (1.7e-5 of the result);
+    the reference takes the deviations' mean off them (the corrected two-pass algorithm) and
+    is within float32 rounding of the exact result (onnxruntime, which sums in double,
+    agrees)."""
+    rng = np.random.default_rng(1)
+    x = (0.63 + 0.002 * rng.standard_normal((4, 6, 8))).astype(np.float32)
+    wide = x.astype(np.float64).reshape(4, -1) if op == "GroupNormalization" else \
+        x.astype(np.float64)
+    dev = wide - wide.mean(-1, keepdims=True)
+    exact = (dev / np.sqrt((dev * dev).mean(-1, keepdims=True) + 1e-6)).reshape(x.shape)
+    if op == "LayerNormalization":
+        node = helper.make_node(op, ["x", "s"], ["y"], axis=-1, epsilon=1e-6)
+        scale = np.ones(8, np.float32)
+        inputs = [("x", F, [4, 6, 8]), ("s", F, [8])]
+        feeds = {"x": x, "s": scale}
+        opset = 17
+    else:
+        node = helper.make_node(op, ["x", "s", "b"], ["y"], num_groups=1, epsilon=1e-6)
+        inputs = [("x", F, [4, 6, 8]), ("s", F, [6]), ("b", F, [6])]
+        feeds = {"x": x, "s": np.ones(6, np.float32), "b": np.zeros(6, np.float32)}
+        opset = 21
+    y = refmnn.Session(make_model([node], inputs, [("y", F, [4, 6, 8])], opset=opset)).run(
+        feeds)["y"]
+    assert np.max(np.abs(y - exact)) <= 4 * np.finfo(np.float32).eps * np.abs(exact).max()
+
+
+def test_mean_variance_normalization_of_a_narrow_spread_is_exact():
+    """The same for MeanVarianceNormalization, (x - mean) / (std + 1e-9) over axes: at a spread
+    10^7x below the mean a float32 mean's rounding made the result 3.5e-2 wrong."""
+    x = (1e4 + 1e-3 * np.random.default_rng(0).standard_normal((2, 3, 4, 5))).astype(np.float32)
+    wide = x.astype(np.float64)
+    dev = wide - wide.mean((0, 2, 3), keepdims=True)
+    exact = dev / (np.sqrt((dev * dev).mean((0, 2, 3), keepdims=True)) + 1e-9)
+    node = helper.make_node("MeanVarianceNormalization", ["x"], ["y"])
+    y = _run(node, [("x", F, [2, 3, 4, 5])], [("y", F, [2, 3, 4, 5])], 13, x=x)["y"]
+    assert np.max(np.abs(y - exact)) <= 4 * np.finfo(np.float32).eps * np.abs(exact).max()
