@@ -50,7 +50,7 @@ def _standardize_rows(x: np.ndarray, epsilon: float, out: np.ndarray | None = No
     with np.errstate(divide="ignore", invalid="ignore"):
         mean = sum_along(x) / count
         dev = np.subtract(x, mean, out=out)
-        shift = sum_along(dev) / count  # the mean's rounding error
+        shift = _finite_or_zero(sum_along(dev) / count)  # the mean's rounding error
         dev -= shift
         mean += shift
         var = sum_along(dev, dev) / count
@@ -59,12 +59,20 @@ def _standardize_rows(x: np.ndarray, epsilon: float, out: np.ndarray | None = No
     return dev, mean, inv_std
 
 
+def _finite_or_zero(shift: np.ndarray) -> np.ndarray:
+    """The correction where it is finite, else 0: a row holding an infinity or NaN keeps its
+    plain mean (the spec's Mean output there is +-inf or NaN, and its deviations are NaN
+    either way)."""
+    return np.where(np.isfinite(shift), shift, shift.dtype.type(0))
+
+
 def _centered(x: np.ndarray, axes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
     """(x - mean, mean) over ``axes`` (kept as length-1 axes), the deviations corrected by their
     own mean as in :func:`_standardize_rows` (the mean's rounding error taken off them)."""
     mean = np.mean(x, axis=axes, keepdims=True)
     dev = x - mean
-    shift = np.mean(dev, axis=axes, keepdims=True)
+    with np.errstate(invalid="ignore"):
+        shift = _finite_or_zero(np.mean(dev, axis=axes, keepdims=True))
     dev -= shift
     return dev, mean + shift
 
