@@ -40,7 +40,8 @@ def run_peer(model: onnx.ModelProto, feeds: dict[str, Any], peer: str) -> list[A
     options.log_severity_level = 4
     session = onnxruntime.InferenceSession(model.SerializeToString(), options,
                                            providers=["CPUExecutionProvider"])
-    if not all(isinstance(value, np.ndarray) for value in feeds.values()):
+    if not all(isinstance(value, np.ndarray) and value.dtype != object
+               for value in feeds.values()):  # sequences, optionals, strings: no OrtValue path
         return list(session.run(None, feeds))
     values = {}
     for name, value in feeds.items():

@@ -274,8 +274,7 @@ def check_value(case: OpCase, dtype: DType, sample: Sample, backend: str, *,
         if not isinstance(w, np.ndarray):
             continue
         out_dtype = DType.from_numpy(w.dtype) if w.dtype != object else DType.string
-        tol = tolerance_for(case, out_dtype, sample, precision) if out_dtype is not DType.string \
-            else tolerance_for(None, DType.bool)
+        tol = tolerance_for(case, out_dtype, sample, precision)
         result.tolerance = (tol.rtol, tol.atol)
         stats = assert_conforms(g, w, tol, what=f"{what}, output {index}",
                                 inputs=sample.describe(), seed=seed)

@@ -33,6 +33,7 @@ _TABLE: dict[DType, Tol] = {
     DType.bfloat16: Tol(1.6e-2, 1e-5, "PyTorch's bfloat16 default: ~2 ulp (eps 7.8e-3), 8-bit "
                                       "mantissa"),
     DType.bool: Tol(0.0, 0.0, "booleans are exact"),
+    DType.string: Tol(0.0, 0.0, "strings are exact"),
 }
 for _dtype in (DType.int8, DType.int16, DType.int32, DType.int64, DType.uint8, DType.uint16,
                DType.uint32, DType.uint64, DType.int4, DType.uint4, DType.int2, DType.uint2):
