@@ -295,6 +295,28 @@ def known_mvn(sample: Sample, opset: int, peer: str) -> str | None:
     return None
 
 
+def draw_rms_norm(ctx: SampleContext, opset: int) -> Sample:
+    """A random RMSNormalization: X of rank 1-4, axis in [-r, r) (negative half the time) or
+    its default -1, scale of a shape that broadcasts unidirectionally to X, epsilon varied,
+    stash_type 1 (float) or 11 (double) written or left to its default 1; now and then a
+    zero row (its RMS is sqrt(epsilon))."""
+    rng = ctx.rng
+    shape = _shape(rng, 1, 4)
+    rank = len(shape)
+    first = rank - 1
+    attrs: dict[str, object] = {}
+    if rng.random() < 0.8:
+        first = int(rng.integers(rank))
+        attrs["axis"] = first - rank if rng.random() < 0.5 else first
+    _epsilon(rng, attrs)
+    if rng.random() < 0.4:
+        attrs["stash_type"] = int(rng.choice([1, 11]))
+    x = ctx.make(shape)
+    if rng.random() < 0.2:
+        x[tuple(int(rng.integers(d)) for d in shape[:first])] = 0
+    return Sample((x, ctx.make(_broadcastable(rng, shape, first))), attrs)
+
+
 _LN_TOL = {DType.float16: Tol(2e-3, 1e-4, "the spec rounds Normalized to float16 before "
                                           "scaling and shifting, the reference rounds once at "
                                           "the end; values near zero need an absolute floor "
@@ -312,4 +334,10 @@ SWEEPS = (
     Sweep("LRN", (1, 13), draw_lrn, dtypes=_FLOATS, known=known_lrn),
     Sweep("LpNormalization", (1, 22), draw_lp_norm, dtypes=_FLOATS, known=known_lp_norm),
     Sweep("MeanVarianceNormalization", (9, 13), draw_mvn, dtypes=_FLOATS, known=known_mvn),
+    Sweep("RMSNormalization", (23,), draw_rms_norm, dtypes=_FLOATS + (DType.float16,),
+          tolerance={**_LN_TOL, DType.float64: Tol(
+              2e-6, 1e-6, "with stash_type 1 (the default) the reference computes stage one of a "
+              "float64 X in float32, as the spec says ('casts all input variables to 32-bit "
+              "float') and the function body does (XU = Cast<to=1>(X)); onnxruntime 1.32 and "
+              "onnx.reference compute it in double: they differ by float32 roundings")}),
 )
