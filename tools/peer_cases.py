@@ -37,7 +37,7 @@ from refmnn_conformance.compare import compare  # noqa: E402
 from refmnn_conformance.runner import reference_outputs, sample_ports  # noqa: E402
 from refmnn_conformance.tolerances import tolerance_for  # noqa: E402
 
-from peers import PEERS, run_peer  # noqa: E402  (tools/, this script's folder)
+from peers import PEERS, as_bytes, run_peer  # noqa: E402  (tools/, this script's folder)
 
 IR_VERSION = 10
 """The IR version of the models made here: one every onnxruntime of the last two years reads."""
@@ -89,7 +89,7 @@ def judge(case: OpCase, dtype: DType, sample: Sample, peer: str) -> tuple[str, s
         mine, theirs = np.asarray(mine), np.asarray(theirs)
         if mine.shape != theirs.shape:
             return "DIFF", f"output {index}: shape {mine.shape}, peer {theirs.shape}"
-        if mine.dtype.kind == "V" and theirs.dtype.kind in "ui" and \
+        if as_bytes(mine.dtype) and theirs.dtype.kind in "ui" and \
                 theirs.dtype.itemsize == mine.dtype.itemsize:
             theirs = theirs.view(mine.dtype)  # float8 and the like come back as their bytes
         if mine.dtype != theirs.dtype and mine.dtype.kind != "V":

@@ -19,9 +19,18 @@ from refmnn.dtypes import DType
 
 PEERS = ("onnxruntime", "onnx.reference")
 _AS_BYTES = frozenset({DType.bfloat16, DType.float8e4m3fn, DType.float8e4m3fnuz, DType.float8e5m2,
-                       DType.float8e5m2fnuz})
+                       DType.float8e5m2fnuz, DType.float8e8m0})
 """Types onnxruntime takes as one element a byte (two for bfloat16); int4 and the other
 sub-byte types it packs two or more to a byte, unlike ml_dtypes, so they are not sent."""
+
+
+def as_bytes(dtype: np.dtype) -> bool:
+    """Whether onnxruntime exchanges ``dtype`` as its raw bytes (see ``_AS_BYTES``). By the
+    refmnn DType, not the NumPy kind: ml_dtypes gives float8_e5m2 kind 'f', the others 'V'."""
+    try:
+        return DType.from_numpy(dtype) in _AS_BYTES
+    except (KeyError, TypeError, ValueError):
+        return False
 
 
 def run_peer(model: onnx.ModelProto, feeds: dict[str, Any], peer: str) -> list[Any]:
@@ -45,7 +54,7 @@ def run_peer(model: onnx.ModelProto, feeds: dict[str, Any], peer: str) -> list[A
         return list(session.run(None, feeds))
     values = {}
     for name, value in feeds.items():
-        if value.dtype.kind == "V" and DType.from_numpy(value.dtype) in _AS_BYTES:
+        if as_bytes(value.dtype):
             raw = value.view(np.uint8 if value.dtype.itemsize == 1 else np.uint16)
             values[name] = onnxruntime.OrtValue.ortvalue_from_numpy_with_onnx_type(
                 raw, DType.from_numpy(value.dtype).value)
