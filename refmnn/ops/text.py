@@ -15,6 +15,7 @@ import numpy as np
 from refmnn.dtypes import DType
 from refmnn.graph import TensorType, ValueType
 from refmnn.ops._infer import broadcast, shape_of
+from refmnn.ops._re2 import re2_to_python
 from refmnn.ops._schema import Attr, InferContext, flag, op
 
 
@@ -98,6 +99,23 @@ def string_normalizer(X: np.ndarray, *, case_change_action: str, is_case_sensiti
 
 # ------------------------------------------------------------------------------ StringSplit
 
+_WHITESPACE = ("\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
+               "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+"""Unicode's White_Space property (PropList.txt): what StringSplit separates on without a
+delimiter. Python's str.split() also splits on U+001C-U+001F, the information separators,
+which str.isspace() counts (bidi class B/S) but Unicode does not call whitespace."""
+_WHITESPACE_RUN = re.compile(f"[{_WHITESPACE}]+")
+
+
+def _split_on_whitespace(s: str, maxsplit: int) -> list[str]:
+    """s without leading and trailing whitespace, split at runs of whitespace, at most
+    ``maxsplit`` times (all when negative); an empty or blank s gives no substrings."""
+    s = s.strip(_WHITESPACE)
+    if not s:
+        return []
+    return [s] if maxsplit == 0 else _WHITESPACE_RUN.split(s, max(maxsplit, 0))
+
+
 def _infer_split(ctx: InferContext, x: ValueType | None, *, delimiter: str | None,
                  maxsplit: int | None) -> tuple[TensorType, TensorType]:
     shape = shape_of(x)
@@ -113,15 +131,22 @@ def string_split(X: np.ndarray, *, delimiter: str | None,
     """Split every string of X; Y holds the substrings, Z their counts.
 
     With a delimiter, consecutive delimiters delimit empty strings ("a..b" -> a, "", b) and an
-    empty string gives one empty substring. Without one (absent or ""), runs of whitespace
-    separate and leading/trailing whitespace is dropped (Python's str.split() rules, so an empty
-    or blank string gives no substrings). maxsplit limits the splits; the unsplit rest is the
-    last substring. Y: X.shape + [max count], padded with ""; Z: int64, X.shape.
+    empty string gives one empty substring. Without one (absent or ""), the spec: "consecutive
+    whitespace characters are regarded as a single separator and leading or trailing
+    whitespace is removed in the output": the string is stripped, then split at runs of
+    whitespace, so an empty or blank string gives no substrings and the unsplit rest keeps no
+    trailing whitespace (" a  b c " with maxsplit 1 -> "a", "b c", where Python's
+    str.split(None, 1) keeps "b c "). Whitespace is Unicode's White_Space property (tabs,
+    newlines, U+00A0, U+3000, ...; not U+001C-U+001F, which str.split() also takes).
+    maxsplit limits the splits (from the left; unset or negative: no limit); the unsplit rest
+    is the last substring. Y: X.shape + [max count], padded with ""; Z: int64, X.shape.
     """
     x = _strings(X)
-    sep = delimiter or None
     limit = -1 if maxsplit is None else maxsplit
-    parts = [s.split(sep, limit) for s in x.reshape(-1)]
+    if delimiter:
+        parts = [s.split(delimiter, limit) for s in x.reshape(-1)]
+    else:
+        parts = [_split_on_whitespace(s, limit) for s in x.reshape(-1)]
     counts = np.array([len(p) for p in parts], dtype=np.int64).reshape(x.shape)
     width = int(counts.max()) if counts.size else 0
     y = np.full((len(parts), width), "", dtype=object)
@@ -132,38 +157,36 @@ def string_split(X: np.ndarray, *, delimiter: str | None,
 
 # ---------------------------------------------------------------------------- RegexFullMatch
 
-_POSIX_CLASSES = {
-    "alnum": "0-9A-Za-z", "alpha": "A-Za-z", "ascii": "\\x00-\\x7F", "blank": "\\t ",
-    "cntrl": "\\x00-\\x1F\\x7F", "digit": "0-9", "graph": "!-~", "lower": "a-z",
-    "print": " -~", "punct": "!-/:-@\\[-`{-~", "space": "\\t\\n\\v\\f\\r ", "upper": "A-Z",
-    "word": "0-9A-Za-z_", "xdigit": "0-9A-Fa-f",
-}
-
-
-def _re2_to_python(pattern: str) -> str:
-    """Translate the RE2 constructs Python's ``re`` spells differently: ``\\z`` (end of text)
-    and the POSIX classes ``[[:alpha:]]`` inside brackets."""
-    pattern = re.sub(r"(?<!\\)((?:\\\\)*)\\z", r"\1\\Z", pattern)
-    def posix(m: re.Match[str]) -> str:
-        return _POSIX_CLASSES.get(m.group(2), m.group(0)) if not m.group(1) else m.group(0)
-
-    return re.sub(r"\[:(\^?)(\w+):\]", posix, pattern)
-
-
 @op("RegexFullMatch", since=20, inputs=("X",), outputs=("Y",),
     infer=lambda ctx, x, *, pattern: TensorType(DType.bool, shape_of(x)),
     attrs=(Attr("pattern", "string", None, "RE2 pattern the whole string must match"),))
 def regex_full_match(X: np.ndarray, *, pattern: str | None) -> np.ndarray:
     """Y = True where the whole string matches ``pattern``, elementwise; Y bool, X's shape.
 
-    The spec names RE2 syntax; this uses Python's ``re.fullmatch`` after translating ``\\z`` and
-    POSIX bracket classes. Differences that remain: Python accepts constructs RE2 rejects
-    (backreferences, lookaround) and lacks RE2's ``\\pN``/``\\p{Greek}`` Unicode classes and
-    ``\\C``; RE2 guarantees linear time, Python may backtrack.
+    The spec: "[RE2] regex syntax is used" and the pattern "must be valid RE2 syntax". The
+    pattern is rewritten token by token into a Python ``re`` pattern with RE2's meaning
+    (:func:`refmnn.ops._re2.re2_to_python`, which lists every construct) and run with
+    ``re.fullmatch``. RE2's readings, where Python's differ: \\d \\s \\w \\b and the POSIX
+    classes are ASCII-only (\\s is [\\t\\n\\f\\r ], no \\v); '$' is the end of the text
+    (not before a final newline) and '^' its start, unless (?m); a{,2} and a{01} are literal
+    text; \\12 is octal; (?i) folds by Unicode simple case folding (CaseFolding.txt C+S, so
+    'ı' and 'İ' match only themselves, 'ſ' matches 's', the Kelvin sign 'k'); \\pL, \\p{Lu},
+    \\PN, \\p{^L}, \\p{Any}, \\Q...\\E, \\x{e9}, (?U), (?<name>...) are read.
+
+    A pattern RE2 rejects is refused (ValueError naming the construct): backreferences,
+    lookaround, atomic groups, possessive or stacked repetition, \\Z, (?#...), (?x), counts
+    over 1000. Refused though RE2 takes them: script classes such as \\p{Greek} (Python has
+    no script table). Left different: \\C is any byte in RE2 and any character here (the same
+    on ASCII text: '\\C\\C' fully matches 'é', two UTF-8 bytes, in RE2 only); the Unicode
+    tables are Python's (14.0 in 3.11), RE2's may be newer (letters added since are Cn here).
+    RE2 runs in linear time; Python's re may backtrack.
     """
     if pattern is None:
         raise ValueError("RegexFullMatch needs the 'pattern' attribute")
-    regex = re.compile(_re2_to_python(pattern))
+    try:
+        regex = re.compile(re2_to_python(pattern))
+    except re.error as exc:  # what the tokenizer leaves to Python, e.g. an unbalanced group
+        raise ValueError(f"{pattern!r} is not RE2 syntax: {exc}") from exc
     x = _strings(X)
     matched = np.frompyfunc(lambda s: regex.fullmatch(s) is not None, 1, 1)(x)
     return np.asarray(matched, dtype=bool).reshape(x.shape)
@@ -240,9 +263,14 @@ def tfidf_vectorizer(X: np.ndarray, *, max_gram_length: int, max_skip_count: int
 
     * TF:    Y[o] = sum of c_j over the j with o_j = o;
     * TFIDF: Y[o] = sum of weights[j] * c_j (c_j without weights);
-    * IDF:   Y[o] = weights[j] (1 without weights) for the last j in pool order with o_j = o
-      and c_j > 0, else 0 (counts are truncated to 1; ONNX Runtime's rule when pool n-grams
-      share a coordinate).
+    * IDF:   Y[o] = sum of weights[j] * min(c_j, 1) (weights 1 when absent).
+
+    In IDF mode the spec truncates "all the counts larger than 1 ... to 1 and the i-th element
+    in weights would be used to scale (by multiplication) the count of the i-th n-gram in
+    pool"; where two pool n-grams share a coordinate (ngram_indexes with a duplicate) their
+    scaled counts add, as TF and TFIDF add theirs ("Y[ngram_indexes[i]] indicates the times
+    that the i-th n-gram is found"). ONNX Runtime 1.32 keeps instead the weight of whichever
+    of them it found last in the input.
 
     weights is indexed by pool n-gram as the spec says (ONNX Runtime 1.31 agrees; onnx.reference
     indexes it by output coordinate; the two agree when ngram_indexes is the identity).
@@ -270,13 +298,8 @@ def tfidf_vectorizer(X: np.ndarray, *, max_gram_length: int, max_skip_count: int
     w = np.asarray(weights, dtype=np.float64) if weights else np.ones(len(ngram_indexes))
     out = np.asarray(ngram_indexes, dtype=np.int64)
     y = np.zeros((rows.shape[0], out.max() + 1), dtype=np.float64)
-    if mode == "IDF":
-        last = np.full(y.shape, -1)
-        hit = np.where(counts > 0, np.arange(len(out)), -1)
-        np.maximum.at(last, (slice(None), out), hit)
-        y = np.where(last >= 0, w[np.maximum(last, 0)], 0.0)
-    else:
-        np.add.at(y, (slice(None), out), counts * w if mode == "TFIDF" else counts)
+    scaled = {"TF": counts, "IDF": np.minimum(counts, 1) * w, "TFIDF": counts * w}[mode]
+    np.add.at(y, (slice(None), out), scaled)
     y = y.astype(np.float32)
     return y if np.asarray(X).ndim == 2 else y.reshape(-1)
 
