@@ -614,3 +614,16 @@ def test_mean_variance_normalization_of_a_narrow_spread_is_exact():
     node = helper.make_node("MeanVarianceNormalization", ["x"], ["y"])
     y = _run(node, [("x", F, [2, 3, 4, 5])], [("y", F, [2, 3, 4, 5])], 13, x=x)["y"]
     assert np.max(np.abs(y - exact)) <= 4 * np.finfo(np.float32).eps * np.abs(exact).max()
+
+
+def test_sum_of_float16_rounds_once():
+    """Sum is "element-wise sum of each of the input tensors": the exact total, rounded once
+    to float16 (onnxruntime agrees). Partial sums rounded to float16 lose a cancelling total:
+    2048 + 1 + 1 gave 2048 and 0.1 + 0.2 - 0.3 twice the right value."""
+    node = helper.make_node("Sum", ["a", "b", "c"], ["y"])
+    feeds = {"a": np.array([2048, 0.1], np.float16), "b": np.array([1, 0.2], np.float16),
+             "c": np.array([1, -0.3], np.float16)}
+    h = TensorProto.FLOAT16
+    y = _run(node, [(n, h, [2]) for n in "abc"], [("y", h, [2])], 13, **feeds)["y"]
+    exact = sum(v.astype(np.float64) for v in feeds.values()).astype(np.float16)
+    assert y.tolist() == exact.tolist() == [2050.0, float(np.float16(-1.221e-04))]

@@ -421,10 +421,12 @@ def min_(*data_0: np.ndarray) -> np.ndarray:
 
 @op("Sum", since=8, inputs=("data_0...",), outputs=("sum",), infer=broadcast())
 def sum_(*data_0: np.ndarray) -> np.ndarray:
-    """sum = data_0 + data_1 + ..., left to right, NumPy broadcasting. Float."""
-    if is_narrow(data_0[0].dtype):
-        return reduce(np.add, (x.astype(np.float32) for x in data_0)).astype(data_0[0].dtype)
-    return reduce(np.add, data_0)
+    """sum = data_0 + data_1 + ..., left to right, NumPy broadcasting. Float; float16 and
+    bfloat16 accumulate in float32 and round once (as Mean: a float16 partial sum rounded at
+    every step loses all of a cancelling total, 2048 + 1 + 1 -> 2048)."""
+    dtype = data_0[0].dtype
+    wide = np.dtype(np.float32) if dtype.itemsize < 4 else dtype
+    return reduce(np.add, (x.astype(wide, copy=False) for x in data_0)).astype(dtype, copy=False)
 
 
 @op("Mean", since=8, inputs=("data_0...",), outputs=("mean",), infer=broadcast())

@@ -324,12 +324,13 @@ RULES: Mapping[tuple[str, str], Rule] = {
 """(domain, op) -> lowering rule."""
 
 
-WIDENED = frozenset({("", op) for op in ("Mean", "Gelu", "LogSoftmax", "HardSigmoid", "HardSwish",
-                                          "BatchNormalization", "Gemm", "ReduceL1", "ReduceL2",
-                                          "ReduceSumSquare", "ReduceLogSum")})
+WIDENED = frozenset({("", op) for op in ("Sum", "Mean", "Gelu", "LogSoftmax", "HardSigmoid",
+                                          "HardSwish", "BatchNormalization", "Gemm", "ReduceL1",
+                                          "ReduceL2", "ReduceSumSquare", "ReduceLogSum")})
 """Ops whose reference computes float16 and bfloat16 in float32 and rounds once. Their rule's
-chain would round to the narrow type after every step (Mean's Adds and Div, HardSigmoid's Mul,
-Add and Clip: beyond float16 tolerance on the conformance samples), so for those dtypes the
+chain would round to the narrow type after every step (Sum's and Mean's Adds, Mean's Div,
+HardSigmoid's Mul, Add and Clip: beyond float16 tolerance on the conformance samples; Sum's
+lost all of a cancelling total, 2048 + 1 + 1 -> 2048), so for those dtypes the
 rule runs on float32 Casts of the inputs and the outputs are Cast back: one rounding, as the op."""
 NARROW_FLOATS = (DType.float16, DType.bfloat16)
 
