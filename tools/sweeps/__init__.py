@@ -9,9 +9,9 @@ import importlib
 
 from ._sweep import Draw, Known, Sweep
 
-FAMILIES = ("activation", "constant", "conv", "detection", "image", "indexing", "layout",
-            "linalg", "norm", "pad", "pool", "quant", "reduction", "resize", "shape", "signal",
-            "split")
+FAMILIES = ("activation", "attention", "cast", "constant", "conv", "detection", "elementwise",
+            "image", "indexing", "layout", "linalg", "loss", "norm", "pad", "pool", "quant",
+            "reduction", "resize", "rnn", "shape", "signal", "split", "text")
 """The modules of this package that hold sweeps, in the order they run."""
 
 
