@@ -13,6 +13,7 @@ docstring (measured 2026-11-29).
 from __future__ import annotations
 
 import itertools
+import statistics
 from fractions import Fraction
 
 import numpy as np
@@ -627,3 +628,52 @@ def test_sum_of_float16_rounds_once():
     y = _run(node, [(n, h, [2]) for n in "abc"], [("y", h, [2])], 13, **feeds)["y"]
     exact = sum(v.astype(np.float64) for v in feeds.values()).astype(np.float16)
     assert y.tolist() == exact.tolist() == [2050.0, float(np.float16(-1.221e-04))]
+
+
+def _ml_model(op: str, x_shape: list[int], y_shape: list[int], opset: int, **attrs):
+    node = helper.make_node(op, ["x"], ["y"], domain="ai.onnx.ml", **attrs)
+    return make_model([node], [("x", F, x_shape)], [("y", F, y_shape)],
+                      extra_opsets=[("ai.onnx.ml", opset)])
+
+
+def test_probit_is_the_inverse_normal_cdf():
+    """PROBIT = sqrt(2) erf^-1(2 s - 1), the inverse of the normal CDF: -inf and +inf at
+    scores 0 and 1 (they were 0), and erf^-1 itself between (it was Winitzki's closed form,
+    relative error up to 2e-3, which onnxruntime 1.32 returns)."""
+    model = _ml_model("LinearRegressor", [1, 1], [1, 4], 1, targets=4,
+                      coefficients=[0.0] * 4, intercepts=[0.0, 0.25, 0.975, 1.0],
+                      post_transform="PROBIT")
+    y = refmnn.Session(model).run({"x": np.ones((1, 1), np.float32)})["y"][0]
+    quantile = statistics.NormalDist().inv_cdf  # of the float32 scores (0.975 is 0.97500002)
+    assert y.tolist() == [-np.inf, float(np.float32(quantile(0.25))),
+                          float(np.float32(quantile(float(np.float32(0.975))))), np.inf]
+
+
+def test_a_tree_ensemble_without_votes_gives_its_base_values():
+    """Every target_* attribute of TreeEnsembleRegressor is optional: an ensemble that casts
+    no vote scores each target its base value (onnxruntime agrees; it raised TypeError)."""
+    model = _ml_model("TreeEnsembleRegressor", [2, 1], [2, 1], 3, n_targets=1,
+                      nodes_treeids=[0], nodes_nodeids=[0], nodes_featureids=[0],
+                      nodes_values=[0.0], nodes_modes=["LEAF"], nodes_truenodeids=[0],
+                      nodes_falsenodeids=[0], base_values=[0.5])
+    y = refmnn.Session(model).run({"x": np.zeros((2, 1), np.float32)})["y"]
+    assert y.tolist() == [[0.5], [0.5]]
+
+
+def test_a_nan_feature_takes_the_branch_its_missing_value_flag_names():
+    """Tree ensembles: "For each node, define what to do in the presence of a NaN: use the
+    'true' (if the attribute value is 1) or 'false' (if the attribute value is 0) branch", in
+    every mode: at BRANCH_NEQ, NaN != t is true, but the flag 0 sends NaN to 'false'
+    (onnx.reference agrees; onnxruntime 1.32 goes 'true')."""
+    def tree(flag: int) -> float:
+        model = _ml_model("TreeEnsembleRegressor", [1, 1], [1, 1], 3, n_targets=1,
+                          nodes_treeids=[0, 0, 0], nodes_nodeids=[0, 1, 2],
+                          nodes_featureids=[0, 0, 0], nodes_values=[0.5, 0.0, 0.0],
+                          nodes_modes=["BRANCH_NEQ", "LEAF", "LEAF"],
+                          nodes_truenodeids=[1, 0, 0], nodes_falsenodeids=[2, 0, 0],
+                          nodes_missing_value_tracks_true=[flag, 0, 0],
+                          target_treeids=[0, 0], target_nodeids=[1, 2], target_ids=[0, 0],
+                          target_weights=[1.0, 2.0])
+        return float(refmnn.Session(model).run({"x": np.full((1, 1), np.nan, np.float32)})[
+            "y"][0, 0])
+    assert (tree(0), tree(1)) == (2.0, 1.0)

@@ -14,6 +14,7 @@ import numpy as np
 
 from refmnn.dtypes import DType
 from refmnn.graph import TensorType, ValueType
+from refmnn.ops._erf import erf64
 from refmnn.ops._infer import dtype_of, same_as, shape_of
 from refmnn.ops._schema import Attr, InferContext, flag, op
 
@@ -343,14 +344,22 @@ def feature_vectorizer(*X, inputdimensions):
 # --------------------------------------------------------------------------------------------
 
 def _erfinv(x: np.ndarray) -> np.ndarray:
-    """The closed-form approximation of erf^-1 used by ONNX Runtime (|error| < 2e-3)."""
-    sgn = np.where(x < 0, -1.0, 1.0)
-    w = (1.0 - x) * (1.0 + x)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    """erf^-1(x) in float64: Winitzki's closed form (|error| < 2e-3, what onnxruntime returns)
+    refined by three Newton steps on erf (:func:`refmnn.ops._erf.erf64`, 1 ulp), each
+    x <- x - (erf(x) - y) / (2 / sqrt(pi) exp(-x^2)), which leaves it within a few ulp.
+    erf^-1(+-1) = +-inf, NaN outside [-1, 1]."""
+    y = np.asarray(x, np.float64)
+    sgn = np.where(y < 0, -1.0, 1.0)
+    w = (1.0 - y) * (1.0 + y)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         log = np.log(w)
         v = 2.0 / (np.pi * 0.147) + 0.5 * log
         r = sgn * np.sqrt(-v + np.sqrt(v * v - log / 0.147))
-    return np.where(w == 0, 0.0, r)
+        inside = np.isfinite(r)
+        r = np.where(inside, r, 0.0)
+        for _ in range(3):
+            r = r - (erf64(r) - y) / (2.0 / np.sqrt(np.pi) * np.exp(-r * r))
+    return np.where(w == 0, sgn * np.inf, np.where(inside, r, np.nan))
 
 
 def _post_transform(scores: np.ndarray, transform: str) -> np.ndarray:
@@ -413,7 +422,9 @@ def _walk_trees(X: np.ndarray, roots: np.ndarray, root_is_leaf: np.ndarray, feat
         for member_node, values in members.items():
             at = node == member_node
             cond[at] = np.isin(x[at], values)
-        cond |= np.isnan(x) & missing_true[node]
+        # a NaN feature takes the branch its missing_value_tracks_true flag names, whatever the
+        # mode ('true' if 1, 'false' if 0): x != t alone would send it to 'true'
+        cond = np.where(np.isnan(x), missing_true[node], cond)
         nxt = np.where(cond, true_id[node], false_id[node])
         leaf = np.where(cond, true_leaf[node], false_leaf[node])
         cur[~done], done[~done] = nxt, leaf
@@ -564,8 +575,11 @@ def _tree_regressor(X: np.ndarray, a: dict[str, Any]) -> np.ndarray:
                          modes, splits if splits is not None else np.zeros(modes.size), ti, fi,
                          is_leaf[ti], is_leaf[fi], missing, {})
     weights = _pick(a["target_weights"], a.get("target_weights_as_tensor"))
-    vote_nodes = [where[(t, n)] for t, n in zip(a["target_treeids"], a["target_nodeids"], strict=True)]
-    targets = np.asarray(a["target_ids"], np.int64)
+    if weights is None:  # every target_* attribute is optional: an ensemble without votes
+        weights = np.zeros(0)
+    vote_nodes = [where[(t, n)] for t, n in zip(a["target_treeids"] or (),
+                                                a["target_nodeids"] or (), strict=True)]
+    targets = np.asarray(a["target_ids"] or (), np.int64)
     n_out = a["n_targets"] or (int(targets.max()) + 1 if targets.size else 1)
     scores = _aggregate(leaves, np.stack([np.asarray(vote_nodes, np.int64), targets]), weights,
                         modes.size, n_out, a["aggregate_function"])

@@ -10,8 +10,8 @@ import importlib
 from ._sweep import Draw, Known, Sweep
 
 FAMILIES = ("activation", "attention", "cast", "constant", "conv", "detection", "elementwise",
-            "image", "indexing", "layout", "linalg", "loss", "norm", "pad", "pool", "quant",
-            "reduction", "resize", "rnn", "shape", "signal", "split", "text")
+            "image", "indexing", "layout", "linalg", "loss", "ml", "ml_trees", "norm", "pad",
+            "pool", "quant", "reduction", "resize", "rnn", "shape", "signal", "split", "text")
 """The modules of this package that hold sweeps, in the order they run."""
 
 
