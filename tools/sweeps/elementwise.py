@@ -426,18 +426,19 @@ def known_erf(sample: Sample, opset: int, peer: str) -> str | None:
 
 
 def known_mean(sample: Sample, opset: int, peer: str) -> str | None:
-    """float16 Mean in onnx.reference."""
+    """float16 Sum and Mean in onnx.reference."""
     if peer == "onnx.reference" and sample.inputs[0].dtype == np.float16 \
             and len(sample.inputs) > 1:
-        return ("onnx.reference 1.23.2 adds float16 Mean's inputs in float16 (each partial "
-                "sum rounded, and overflowing to inf past 65504) before dividing; the reference "
-                "adds in float32 and rounds the mean once, as onnxruntime does")
+        return ("onnx.reference 1.23.2 adds float16 Sum's and Mean's inputs in float16 (each "
+                "partial sum rounded, and overflowing to inf past 65504); the reference adds in "
+                "float32 and rounds the result once, as onnxruntime does "
+                "(tests/test_reference_oracles.py::test_sum_of_float16_rounds_once)")
     return None
 
 
 _KNOWN: dict[str, Known] = {
     **{op: known_legacy_axis for op, _, _ in _LEGACY}, "Sign": known_sign, "Erf": known_erf,
-    "Mean": known_mean}
+    "Sum": known_mean, "Mean": known_mean}
 """The ``known`` predicate of each op that has one."""
 
 
