@@ -470,6 +470,12 @@ def test_cast_to_float8e5m2_rounds_a_tie_past_the_largest_value_to_infinity():
         np.testing.assert_array_equal(y.astype(np.float32), want)
 
 
+def _ml_model(op: str, x_shape: list[int], y_shape: list[int], opset: int, **attrs):
+    node = helper.make_node(op, ["x"], ["y"], domain="ai.onnx.ml", **attrs)
+    return make_model([node], [("x", F, x_shape)], [("y", F, y_shape)],
+                      extra_opsets=[("ai.onnx.ml", opset)])
+
+
 @pytest.mark.parametrize(("op", "attrs"), [
     ("LinearRegressor", {"coefficients": [1.0, 2.0, 3.0], "intercepts": [0.5]}),
     ("TreeEnsembleRegressor", {"n_targets": 1, "nodes_treeids": [0], "nodes_nodeids": [0],
@@ -483,9 +489,7 @@ def test_an_empty_batch_gives_an_empty_result(op, attrs):
     """N = 0 rows is a batch like any other: [0, 1] out of [0, 3] in (onnxruntime agrees).
     The [N, C] view of X was reshaped with -1, which NumPy cannot resolve from 0 elements;
     ConvTranspose had the same flaw (its empty_batch conformance sample)."""
-    node = helper.make_node(op, ["x"], ["y"], domain="ai.onnx.ml", **attrs)
-    model = make_model([node], [("x", F, [0, 3])], [("y", F, [0, 1])],
-                       extra_opsets=[("ai.onnx.ml", 1)])
+    model = _ml_model(op, [0, 3], [0, 1], 1, **attrs)
     y = refmnn.Session(model).run({"x": np.zeros((0, 3), np.float32)})["y"]
     assert y.shape == (0, 1) and y.dtype == np.float32
 
@@ -628,12 +632,6 @@ def test_sum_of_float16_rounds_once():
     y = _run(node, [(n, h, [2]) for n in "abc"], [("y", h, [2])], 13, **feeds)["y"]
     exact = sum(v.astype(np.float64) for v in feeds.values()).astype(np.float16)
     assert y.tolist() == exact.tolist() == [2050.0, float(np.float16(-1.221e-04))]
-
-
-def _ml_model(op: str, x_shape: list[int], y_shape: list[int], opset: int, **attrs):
-    node = helper.make_node(op, ["x"], ["y"], domain="ai.onnx.ml", **attrs)
-    return make_model([node], [("x", F, x_shape)], [("y", F, y_shape)],
-                      extra_opsets=[("ai.onnx.ml", opset)])
 
 
 def test_probit_is_the_inverse_normal_cdf():

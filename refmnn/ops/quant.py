@@ -117,17 +117,24 @@ def _divide(x: np.ndarray, scale: np.ndarray, precision: np.dtype) -> np.ndarray
     return quotient
 
 
-def _quantize(x: np.ndarray, y_scale: np.ndarray, y_zero_point: np.ndarray | None, axis: int,
-              saturate: int, block_size: int, output_dtype: int, precision: int) -> np.ndarray:
-    target = _target_dtype(y_zero_point, output_dtype)
+def quantize_quotient(x: np.ndarray, y_scale: np.ndarray, axis: int, block_size: int,
+                      precision: int) -> np.ndarray:
+    """QuantizeLinear's x / y_scale (:func:`_divide`): in ``precision`` when set (an ONNX dtype
+    code), else in y_scale's type -- float32 for an int32 or float8e8m0 scale."""
     scale = block_param(y_scale, x.shape, axis, block_size)
     if precision:
         division = DType.from_onnx(precision).numpy
     elif scale.dtype in (np.float16, ml_dtypes.bfloat16, np.float64):
         division = scale.dtype
     else:
-        division = np.dtype(np.float32)      # float32, or an int32 / float8e8m0 scale
-    quotient = _divide(x, scale, np.dtype(division))
+        division = np.dtype(np.float32)
+    return _divide(x, scale, np.dtype(division))
+
+
+def _quantize(x: np.ndarray, y_scale: np.ndarray, y_zero_point: np.ndarray | None, axis: int,
+              saturate: int, block_size: int, output_dtype: int, precision: int) -> np.ndarray:
+    target = _target_dtype(y_zero_point, output_dtype)
+    quotient = quantize_quotient(x, y_scale, axis, block_size, precision)
     zero = (np.zeros((), np.float32) if y_zero_point is None else
             block_param(y_zero_point, x.shape, axis, block_size).astype(np.float32))
     if target.kind in "iu" or target in _NARROW_INT:

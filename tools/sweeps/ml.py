@@ -440,18 +440,19 @@ def _probit_cancels(raw: np.ndarray) -> str | None:
             "refines it to erf^-1 itself (Newton steps on a 1-ulp erf)")
 
 
-def _nan_at_neq(sample: Sample) -> str | None:
-    """Why onnxruntime differs where a NaN feature meets a BRANCH_NEQ node whose
+def _nan_at_neq(sample: Sample, peer: str) -> str | None:
+    """Why ``peer`` differs where a NaN feature meets a BRANCH_NEQ node whose
     missing_value_tracks_true is 0."""
     a = sample.attrs
     x = np.asarray(sample.inputs[0], np.float64)
     x = x.reshape(1, -1) if x.ndim == 1 else x.reshape(x.shape[0], -1)
     modes = list(a["nodes_modes"])
-    flags = list(a.get("nodes_missing_value_tracks_true") or [0] * len(modes))
+    flags = a.get("nodes_missing_value_tracks_true")
+    flags = [0] * len(modes) if flags is None else list(flags)
     for node, mode in enumerate(modes):
         if mode in ("BRANCH_NEQ", 5) and not flags[node] and \
                 np.isnan(x[:, a["nodes_featureids"][node]]).any():
-            return ("onnxruntime 1.32 sends a NaN feature at BRANCH_NEQ to the 'true' branch "
+            return (f"{peer} sends a NaN feature at BRANCH_NEQ to the 'true' branch "
                     "(NaN != t) when missing_value_tracks_true is 0; the spec: 'use the 'true' "
                     "(if the attribute value is 1) or 'false' (if the attribute value is 0) "
                     "branch' (tests/test_reference_oracles.py)")

@@ -220,8 +220,8 @@ def known_tree_ensemble_regressor(sample: Sample, opset: int, peer: str) -> str 
                 "one target; the spec: 'A leaf may have multiple votes, where each vote is "
                 "weighted by the associated target_weights index' (onnx.reference agrees with "
                 "the reference)")
-    if _nan_at_neq(sample):
-        return _nan_at_neq(sample)
+    if reason := _nan_at_neq(sample, peer):
+        return reason
     base = a.get("base_values", a.get("base_values_as_tensor"))
     if base is not None and np.any((votes == 0) & (np.asarray(base) != 0)):
         return ("onnxruntime 1.32 gives 0 for a target no reached leaf voted for, leaving out "
@@ -275,8 +275,8 @@ def known_tree_ensemble(sample: Sample, opset: int, peer: str) -> str | None:
             return ("onnxruntime 1.32 tests BRANCH_MEMBER on the feature cast to an integer "
                     "(-0.5 is 'in' {0}); the spec: the node tests membership of the feature's "
                     "value in the set (onnx.reference agrees with the reference)")
-        if _nan_at_neq(sample):
-            return _nan_at_neq(sample)
+        if reason := _nan_at_neq(sample, peer):
+            return reason
         if transform in (1, 2):
             return ("onnxruntime 1.32 reads post_transform 1 as LOGISTIC and 2 as SOFTMAX (its "
                     "own enumeration); the spec: 'SOFTMAX' (1), 'LOGISTIC' (2)")
@@ -288,6 +288,8 @@ def known_tree_ensemble(sample: Sample, opset: int, peer: str) -> str | None:
         return _probit_cancels(raw) if transform == 4 else None
     if transform:
         return "onnx.reference 1.23.2 ignores post_transform in TreeEnsemble"
+    if reason := _nan_at_neq(sample, peer):  # its TreeEnsembleRegressor goes 'false'
+        return reason
     if any(a["nodes_trueleafs"][r] and a["nodes_falseleafs"][r] and a["nodes_truenodeids"][r]
            == a["nodes_falsenodeids"][r] != r for r in a["tree_roots"]):
         return ("onnx.reference 1.23.2 scores a tree of one leaf (a root whose two branches are "

@@ -8,6 +8,7 @@ import ml_dtypes
 import numpy as np
 
 from refmnn.dtypes import DType
+from refmnn.ops.quant import block_param, quantize_quotient
 
 from ._sweep import Sample, SampleContext, Sweep
 
@@ -85,17 +86,10 @@ def _scales(ctx: SampleContext, shape: tuple[int, ...], dtype: DType) -> np.ndar
 
 
 def _expand(param: np.ndarray, x_shape: tuple[int, ...], attrs: dict[str, int]) -> np.ndarray:
-    """A scale or zero point laid out over x's shape (to draw x from the real numbers it
-    scales to)."""
-    rank = len(x_shape)
-    if param.size == 1 and (param.ndim <= 1 or "block_size" not in attrs):
-        return np.broadcast_to(param.reshape(()), x_shape)
-    axis = attrs.get("axis", 1) % rank
-    if "block_size" not in attrs:
-        return np.broadcast_to(param.reshape([-1 if i == axis else 1 for i in range(rank)]),
-                               x_shape)
-    block = attrs["block_size"]
-    return np.take(np.repeat(param, block, axis=axis), np.arange(x_shape[axis]), axis=axis)
+    """A scale or zero point laid out over x's shape, as QuantizeLinear lays it (to draw x
+    from the real numbers it scales to)."""
+    return np.broadcast_to(block_param(param, x_shape, attrs.get("axis", 1),
+                                       attrs.get("block_size", 0)), x_shape)
 
 
 def _grid(dtype: DType) -> np.ndarray:
@@ -287,16 +281,10 @@ _HALF = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 
 
 def _quotient(x: np.ndarray, scale: np.ndarray, attrs: dict) -> np.ndarray:
-    """x / y_scale (float64) as the reference divides: in ``precision`` or y_scale's
-    float16/bfloat16 type, x and y_scale cast to it first and the quotient rounded to it
-    (float32 otherwise)."""
-    precision = attrs.get("precision")
-    kind = DType(precision).numpy if precision else scale.dtype if scale.dtype in _HALF else \
-        np.dtype(np.float32)
-    wide = _expand(scale, x.shape, attrs)
+    """x / y_scale (float64) as the reference divides it."""
     with np.errstate(all="ignore"):
-        quotient = x.astype(kind).astype(np.float64) / wide.astype(kind).astype(np.float64)
-        return quotient.astype(kind).astype(np.float64)
+        return quantize_quotient(x, scale, attrs.get("axis", 1), attrs.get("block_size", 0),
+                                 attrs.get("precision", 0)).astype(np.float64)
 
 
 def known_quantize(sample: Sample, opset: int, peer: str) -> str | None:
