@@ -107,6 +107,19 @@ def clip_samples(ctx: SampleContext):
         yield Sample((ctx.make((6, 16), EXTREMAL), lo, hi), name="extremal")
 
 
+def clip_6_samples(ctx: SampleContext):
+    """Clip-6: the bounds are float attributes, -+3.4028234663852886e38 by default (float32's
+    +-inf clip to them; in float16 they are infinite and clip nothing)."""
+    x = ctx.make((4, 5))
+    yield Sample((x,), {"min": -0.5, "max": 0.5}, name="min_max")
+    yield Sample((x,), {"min": 0.25}, name="min_only")
+    yield Sample((x,), name="defaults")
+    yield Sample((x,), {"min": 0.5, "max": -0.5}, name="min_above_max")
+    yield Sample((ctx.make((0, 3)),), {"min": -1.0, "max": 1.0}, name="empty")
+    yield Sample((ctx.make((6, 16), EXTREMAL),), {"min": -2.0, "max": 3.0}, name="extremal")
+    yield Sample((ctx.make((6, 16), EXTREMAL),), name="extremal_defaults")
+
+
 def where_samples(ctx: SampleContext):
     def cond(shape):
         return ctx.make(shape, dtype=DType.bool)
@@ -141,6 +154,8 @@ CASES = (
            errors=where_errors),
     OpCase("Clip", dtypes=FLOATS + (DType.int32, DType.int64, DType.int8, DType.uint8),
            samples=clip_samples),
+    OpCase("Clip", opset=6, dtypes=(DType.float32, DType.float16, DType.float64),
+           samples=clip_6_samples),
 )
 
 

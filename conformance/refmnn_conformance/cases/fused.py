@@ -32,6 +32,8 @@ ACTIVATIONS = (
     ("leaky_relu", {"activation": "leaky_relu", "activation_alpha": 0.2}),
     ("relu6", {"activation": "clip", "activation_min": 0.0, "activation_max": 6.0}),
     ("clip", {"activation": "clip", "activation_min": -0.5, "activation_max": 0.25}),
+    # Clip's min above its max: every element is the max (min(max(v, lo), hi))
+    ("clip_min_above_max", {"activation": "clip", "activation_min": 0.25, "activation_max": -0.5}),
     ("sigmoid", {"activation": "sigmoid"}),
     ("tanh", {"activation": "tanh"}),
     ("gelu", {"activation": "gelu"}),

@@ -94,8 +94,8 @@ __kernel void binary(__global const store_t *a, int a_off, __global const store_
 #define UNARY(x) (-(x))
 #elif UCODE == U_ABS
 #define UNARY(x) fabs(x)
-#elif UCODE == U_CLIP      /* alpha = min, beta = max; NaN passes through */
-#define UNARY(x) ((x) < alpha ? alpha : ((x) > beta ? beta : (x)))
+#elif UCODE == U_CLIP      /* alpha = min, beta = max (epilogue.cl) */
+#define UNARY(x) clip_lo_hi(x, alpha, beta)
 #elif UCODE == U_LEAKY
 #define UNARY(x) ((x) < 0.0f ? alpha * (x) : (x))
 #elif UCODE == U_RECIPROCAL

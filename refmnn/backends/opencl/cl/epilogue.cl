@@ -51,13 +51,19 @@ inline float tanh_sat(float x) { return fabs(x) > 9.0109134f ? copysign(1.0f, x)
 #define ACT ACT_NONE
 #endif
 
+/* Clip: max(v, lo), then min(., hi) -- hi everywhere when lo > hi; NaN passes through */
+inline float clip_lo_hi(float v, float lo, float hi) {
+    float low = v < lo ? lo : v;
+    return low > hi ? hi : low;
+}
+
 inline float activate(float v, float alpha, float lo, float hi) {
 #if ACT == ACT_RELU
     return v < 0.0f ? 0.0f : v;                         /* keeps NaN, as np.maximum(v, 0) */
 #elif ACT == ACT_LEAKY
     return v < 0.0f ? alpha * v : v;
 #elif ACT == ACT_CLIP
-    return v < lo ? lo : (v > hi ? hi : v);
+    return clip_lo_hi(v, lo, hi);
 #elif ACT == ACT_SIGMOID                                /* the reference's stable form */
     return v >= 0.0f ? 1.0f / (1.0f + exp(-v)) : exp(v) / (1.0f + exp(v));
 #elif ACT == ACT_TANH
