@@ -254,6 +254,14 @@ class OpDef:
             may write its result there and return it (saving the copy into the arena). It must
             return a new array instead when ``out`` is None or does not have exactly the
             result's shape and dtype (see :func:`into`).
+        in_place: inputs whose bytes the first output may take (an op with ``out``): the
+            function reads every element of such an input that it needs before it writes the
+            output element stored in that element's bytes, so it computes the same values when
+            ``out`` *is* that input (a NumPy ufunc does, whatever the overlap; a function that
+            first reduces the input, then writes elementwise does). The planner lets the
+            reference's output take an input's bytes where that input is dead after the node
+            (``refmnn.schedule.plan._in_place``); ``tests/test_in_place.py`` checks the
+            claim on every conformance sample of every op that makes it.
         doc: the reference function's docstring.
     """
 
@@ -268,6 +276,7 @@ class OpDef:
     value_inputs: tuple[int, ...] = ()
     takes_context: bool = False
     writes_out: bool = False
+    in_place: tuple[int, ...] = ()
     doc: str = ""
     attr_index: Mapping[str, Attr] = field(default_factory=dict, compare=False, repr=False)
 
@@ -342,11 +351,13 @@ def op(
     infer: InferFn | None = None,
     value_inputs: Sequence[int] = (),
     domain: str = "",
+    in_place: Sequence[int] = (),
 ) -> Callable[[Callable[..., Any]], OpDef]:
     """Build an :class:`OpDef` from a reference function; registers nothing.
 
     The function's keyword-only parameters must be exactly the declared attributes (plus an
     optional ``ctx`` and an optional ``out``), so the signature you read is the schema.
+    ``in_place`` (see :attr:`OpDef.in_place`) needs the ``out`` parameter.
     """
 
     def build(fn: Callable[..., Any]) -> OpDef:
@@ -361,6 +372,8 @@ def op(
                 f"{name}-{since}: keyword parameters {sorted(params)} do not match the attribute "
                 f"schema {sorted(declared)}"
             )
+        if in_place and "out" not in keyword_only:
+            raise TypeError(f"{name}-{since}: in_place needs an ``out`` parameter")
         return OpDef(
             name=name,
             domain="" if domain == "ai.onnx" else domain,
@@ -373,6 +386,7 @@ def op(
             value_inputs=tuple(value_inputs),
             takes_context=takes_context,
             writes_out="out" in keyword_only,
+            in_place=tuple(in_place),
             doc=inspect.getdoc(fn) or "",
             attr_index={a.name: a for a in attrs},
         )

@@ -295,7 +295,7 @@ _AXIS_1 = Attr("axis", "int", 1, "the input is coerced to 2-D [prod(dims before 
 
 
 @op("Softmax", since=13, inputs=("input",), outputs=("output",), infer=same_as(0),
-    attrs=(_AXIS_13,))
+    attrs=(_AXIS_13,), in_place=(0,))
 def softmax(input: np.ndarray, *, axis: int, out: np.ndarray | None = None) -> np.ndarray:
     """output = exp(x - max) / sum(exp(x - max)) along ``axis`` (default -1); float.
 

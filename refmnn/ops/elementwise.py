@@ -230,7 +230,8 @@ _TRIG = tuple(
 )
 
 
-@op("Erf", since=9, inputs=("input",), outputs=("output",), infer=same_as(0))
+@op("Erf", since=9, inputs=("input",), outputs=("output",), infer=same_as(0),
+    in_place=(0,))
 def erf(input: np.ndarray, *, out: np.ndarray | None = None) -> np.ndarray:
     """output = erf(input) = 2/sqrt(pi) * integral_0^x exp(-t^2) dt, elementwise.
 
@@ -308,26 +309,30 @@ def _binary_out(out: np.ndarray | None, A: np.ndarray, B: np.ndarray) -> np.ndar
     return into(out, np.broadcast(A, B).shape, A.dtype)  # (a C call; broadcast_shapes is slow)
 
 
-@op("Add", since=7, inputs=("A", "B"), outputs=("C",), infer=broadcast())
+@op("Add", since=7, inputs=("A", "B"), outputs=("C",), infer=broadcast(),
+    in_place=(0, 1))
 def add(A: np.ndarray, B: np.ndarray, *, out: np.ndarray | None = None) -> np.ndarray:
     """C = A + B with NumPy broadcasting; integers wrap around on overflow.
     A, B: same dtype, broadcastable shapes; C: the broadcast shape."""
     return np.add(A, B, out=_binary_out(out, A, B))
 
 
-@op("Sub", since=7, inputs=("A", "B"), outputs=("C",), infer=broadcast())
+@op("Sub", since=7, inputs=("A", "B"), outputs=("C",), infer=broadcast(),
+    in_place=(0, 1))
 def sub(A: np.ndarray, B: np.ndarray, *, out: np.ndarray | None = None) -> np.ndarray:
     """C = A - B with NumPy broadcasting; integers wrap around on overflow."""
     return np.subtract(A, B, out=_binary_out(out, A, B))
 
 
-@op("Mul", since=7, inputs=("A", "B"), outputs=("C",), infer=broadcast())
+@op("Mul", since=7, inputs=("A", "B"), outputs=("C",), infer=broadcast(),
+    in_place=(0, 1))
 def mul(A: np.ndarray, B: np.ndarray, *, out: np.ndarray | None = None) -> np.ndarray:
     """C = A * B with NumPy broadcasting; integers wrap around on overflow."""
     return np.multiply(A, B, out=_binary_out(out, A, B))
 
 
-@op("Div", since=7, inputs=("A", "B"), outputs=("C",), infer=broadcast())
+@op("Div", since=7, inputs=("A", "B"), outputs=("C",), infer=broadcast(),
+    in_place=(0, 1))
 def div(A: np.ndarray, B: np.ndarray, *, out: np.ndarray | None = None) -> np.ndarray:
     """C = A / B with NumPy broadcasting.
 
@@ -649,7 +654,8 @@ def clip_limits(dtype: Any) -> tuple[float, float] | None:
     return float(info.min), float(info.max)
 
 
-@op("Clip", since=11, inputs=("input", "min?", "max?"), outputs=("output",), infer=same_as(0))
+@op("Clip", since=11, inputs=("input", "min?", "max?"), outputs=("output",), infer=same_as(0),
+    in_place=(0,))
 def clip(input: np.ndarray, min: np.ndarray | None = None,
          max: np.ndarray | None = None, *, out: np.ndarray | None = None) -> np.ndarray:
     """output = Min(max, Max(input, min)), elementwise; min and max are optional 0-d tensors of
@@ -670,7 +676,7 @@ FLT_MAX = 3.4028234663852886e38  # float32's largest finite value, as Clip-6 wri
 
 
 @op("Clip", since=6, inputs=("input",), outputs=("output",), infer=same_as(0),
-    attrs=(Attr("max", "float", FLT_MAX, "upper bound"),
+    in_place=(0,), attrs=(Attr("max", "float", FLT_MAX, "upper bound"),
            Attr("min", "float", -FLT_MAX, "lower bound")))
 def clip_6(input: np.ndarray, *, max: float, min: float,
            out: np.ndarray | None = None) -> np.ndarray:

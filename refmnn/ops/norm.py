@@ -275,7 +275,8 @@ def _layer_norm_rule(ctx: InferContext, x: TensorType | None, scale: TensorType 
 @op("LayerNormalization", since=17, inputs=("X", "Scale", "B?"),
     outputs=("Y", "Mean?", "InvStdDev?"), infer=_layer_norm_rule,
     attrs=(Attr("axis", "int", -1, "first normalised axis; the rest follow"), _EPS,
-           Attr("stash_type", "int", 1, "precision of stage one and dtype of Mean/InvStdDev")))
+           Attr("stash_type", "int", 1, "precision of stage one and dtype of Mean/InvStdDev")),
+    in_place=(0,))
 def layer_normalization(X: np.ndarray, Scale: np.ndarray, B: np.ndarray | None = None, *,
                         axis: int, epsilon: float, stash_type: int,
                         out: np.ndarray | None = None) -> tuple[np.ndarray, ...]:

@@ -135,11 +135,13 @@ class Prepared:
             if isinstance(step, CopyStep):
                 self._copy(step)
                 continue
+            # the inputs are read before the step runs: its output may take their bytes
+            ins = [self._download(key) if key else None for key in step.inputs] \
+                if callback is not None else []
             if kernel is not None:  # None: an ALIAS step, its output already holds the values
                 self._run_step(step, kernel)
             outs = [self._download(key) if key else None for key in step.outputs]
             if callback is not None:
-                ins = [self._download(key) if key else None for key in step.inputs]
                 callback(step.node.name, step.node.op, ins, outs)
             if intermediates:
                 seen.update({k: v for k, v in zip(step.outputs, outs, strict=True) if k})
