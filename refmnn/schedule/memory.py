@@ -2,10 +2,11 @@
 
 Every planned value has a live interval ``[first, last]`` in step indices: from the step that
 defines it to the last step that reads it (graph inputs are defined at step -1, graph outputs
-live to the end, a kernel's workspace lives during its own step). Offsets are assigned greedily
-by size, largest first, each at the lowest aligned offset that overlaps no already-placed value
-whose interval intersects its own (the "greedy by size" strategy of TFLite's arena planner,
-equivalent in effect to MNN's deferred allocator). The plan records three figures per arena:
+live to the end, a kernel's workspace lives during its own step). Offsets are assigned greedily,
+each at the lowest aligned offset that overlaps no already-placed value whose interval
+intersects its own, in two orders -- by size, largest first (the "greedy by size" strategy of
+TFLite's arena planner, equivalent in effect to MNN's deferred allocator), and by size times
+live range -- keeping the plan with the lower peak. The plan records three figures per arena:
 
 * ``peak``: the arena size the plan needs;
 * ``total``: the sum of all planned sizes (what no reuse at all would need);
@@ -76,12 +77,34 @@ def lower_bound(intervals: Sequence[Interval]) -> int:
 
 
 def plan_arena(intervals: Sequence[Interval], *, reuse: bool = True) -> ArenaPlan:
-    """Assign an offset to every interval (greedy by size; ties by first use, then key).
+    """Assign an offset to every interval: greedy placement in two orders, the plan with the
+    lower peak (the first on a tie).
+
+    * by size, largest first (ties by first use, then key): TFLite's "greedy by size";
+    * by area, size times live range, largest first (ties by first use, then key): the values
+      that constrain most steps are placed first. In-place aliasing merges an elementwise chain
+      into one long-lived value; by size, ViT-Tiny's reference then needed 10.2 % more than the
+      lower bound, by area none (the other zoo models reach it either way).
 
     With ``reuse=False`` every value gets its own bytes (the plan of an engine without memory
     planning), which is what the ``total`` figure measures.
     """
-    order = sorted(intervals, key=lambda iv: (-align(iv.nbytes), iv.first, iv.key))
+    def by_size(iv: Interval) -> tuple:
+        return (-align(iv.nbytes), iv.first, iv.key)
+
+    def by_area(iv: Interval) -> tuple:
+        return (-align(iv.nbytes) * (iv.last - iv.first + 1), iv.first, iv.key)
+
+    offsets, peak = min((_place(sorted(intervals, key=key), reuse) for key in (by_size, by_area)),
+                        key=lambda placed: placed[1])
+    return ArenaPlan(offsets=offsets, sizes={iv.key: align(iv.nbytes) for iv in intervals},
+                     peak=peak, total=sum(align(iv.nbytes) for iv in intervals),
+                     lower_bound=lower_bound(intervals))
+
+
+def _place(order: Sequence[Interval], reuse: bool) -> tuple[dict[str, int], int]:
+    """({key: offset}, peak): each interval in turn at the lowest aligned offset that overlaps
+    no already-placed one it is live with (any placed one when ``reuse`` is False)."""
     placed: list[tuple[Interval, int, int]] = []  # (interval, offset, aligned size)
     offsets: dict[str, int] = {}
     for iv in order:
@@ -94,10 +117,7 @@ def plan_arena(intervals: Sequence[Interval], *, reuse: bool = True) -> ArenaPla
             offset = max(offset, end)
         offsets[iv.key] = offset
         placed.append((iv, offset, size))
-    peak = max((off + sz for _, off, sz in placed), default=0)
-    total = sum(sz for _, _, sz in placed)
-    return ArenaPlan(offsets=offsets, sizes={iv.key: sz for iv, _, sz in placed}, peak=peak,
-                     total=total, lower_bound=lower_bound(intervals))
+    return offsets, max((off + sz for _, off, sz in placed), default=0)
 
 
 def verify_no_overlap(intervals: Sequence[Interval], plan: ArenaPlan) -> None:
