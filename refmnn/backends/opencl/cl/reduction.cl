@@ -125,8 +125,9 @@ __kernel void softmax_vec(__global const store_t *x, int x_off, __global store_t
     for (int j = n8; j < N; j++) STORE(yr, j, exp(LOAD(xr, j) - peak) / total);
 }
 
-/* LayerNormalization over the last K elements of each row: mean, then mean of squared
- * deviations (two passes, as the reference), y = (x - mean) * inv_std * scale + bias. */
+/* LayerNormalization over the last K elements of each row, by the reference's corrected two-pass
+ * algorithm: the mean; the mean of the deviations (the float32 mean's rounding error, 0 where it
+ * is not finite) taken off them; the mean of their squares; y = d * inv_std * scale + bias. */
 __kernel void layernorm_rows(__global const store_t *x, int x_off, __global const store_t *scale, int s_off,
                              __global const store_t *bias, int b_off, __global store_t *y, int y_off,
                              int K, float epsilon, int has_bias, __local float *scratch) {
@@ -135,14 +136,18 @@ __kernel void layernorm_rows(__global const store_t *x, int x_off, __global cons
     float total = 0.0f;
     for (int j = lid; j < K; j += size) total += LOAD(x, x_off + base + j);
     float mean = tree_sum(scratch, total) / (float)K;
+    float deviations = 0.0f;
+    for (int j = lid; j < K; j += size) deviations += LOAD(x, x_off + base + j) - mean;
+    float shift = tree_sum(scratch, deviations) / (float)K;
+    if (!isfinite(shift)) shift = 0.0f;
     float squares = 0.0f;
     for (int j = lid; j < K; j += size) {
-        float d = LOAD(x, x_off + base + j) - mean;
+        float d = (LOAD(x, x_off + base + j) - mean) - shift;
         squares += d * d;
     }
     float inv_std = 1.0f / sqrt(tree_sum(scratch, squares) / (float)K + epsilon);
     for (int j = lid; j < K; j += size) {
-        float v = (LOAD(x, x_off + base + j) - mean) * inv_std * LOAD(scale, s_off + j);
+        float v = ((LOAD(x, x_off + base + j) - mean) - shift) * inv_std * LOAD(scale, s_off + j);
         if (has_bias) v += LOAD(bias, b_off + j);
         STORE(y, y_off + base + j, v);
     }
