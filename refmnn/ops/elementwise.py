@@ -676,8 +676,9 @@ FLT_MAX = 3.4028234663852886e38  # float32's largest finite value, as Clip-6 wri
 
 
 @op("Clip", since=6, inputs=("input",), outputs=("output",), infer=same_as(0),
-    in_place=(0,), attrs=(Attr("max", "float", FLT_MAX, "upper bound"),
-           Attr("min", "float", -FLT_MAX, "lower bound")))
+    attrs=(Attr("max", "float", FLT_MAX, "upper bound"),
+           Attr("min", "float", -FLT_MAX, "lower bound")),
+    in_place=(0,))
 def clip_6(input: np.ndarray, *, max: float, min: float,
            out: np.ndarray | None = None) -> np.ndarray:
     """output = min(max(input, min), max) with float attributes, defaults -+3.4028234663852886e38
