@@ -425,6 +425,16 @@ def known_erf(sample: Sample, opset: int, peer: str) -> str | None:
     return None
 
 
+def known_sigmoid(sample: Sample, opset: int, peer: str) -> str | None:
+    """float16 Sigmoid in onnx.reference."""
+    if peer == "onnx.reference" and sample.inputs[0].dtype == np.float16:
+        return ("onnx.reference 1.23.2 computes float16 Sigmoid in float16, exp(x) / (1 + "
+                "exp(x)) with each of exp, add and divide rounded (up to 2 ulp off: -1.386 gives "
+                "0.2 against the correctly rounded 0.2001); the reference computes in float32 "
+                "and rounds once, as onnxruntime does")
+    return None
+
+
 def known_mean(sample: Sample, opset: int, peer: str) -> str | None:
     """float16 Sum and Mean in onnx.reference."""
     if peer == "onnx.reference" and sample.inputs[0].dtype == np.float16 \
@@ -438,7 +448,7 @@ def known_mean(sample: Sample, opset: int, peer: str) -> str | None:
 
 _KNOWN: dict[str, Known] = {
     **{op: known_legacy_axis for op, _, _ in _LEGACY}, "Sign": known_sign, "Erf": known_erf,
-    "Sum": known_mean, "Mean": known_mean}
+    "Sum": known_mean, "Mean": known_mean, "Sigmoid": known_sigmoid}
 """The ``known`` predicate of each op that has one."""
 
 
