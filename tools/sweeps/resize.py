@@ -9,7 +9,8 @@ import math
 import numpy as np
 
 from refmnn.dtypes import DType
-from refmnn.ops.resize import _nearest_index, _resize_plan, _source_coordinates
+from refmnn.ops.resize import (_nearest_index, _resize_plan, _resize_taps,
+                               _source_coordinates)
 
 from ._sweep import Sample, SampleContext, Sweep, Tol
 
@@ -171,18 +172,57 @@ def _near_tie(sample: Sample, opset: int) -> bool:
 
 def _moves_unscaled_axis(sample: Sample, opset: int) -> bool:
     """Whether an axis of scale 1 reads other pixels than its own (a shifted or cropped
-    coordinate transformation: tf_half_pixel_for_nn, tf_crop_and_resize)."""
+    coordinate transformation: tf_half_pixel_for_nn, tf_crop_and_resize), or, for
+    tf_crop_and_resize, takes the extrapolation value somewhere (a coordinate outside
+    [0, in_len - 1], though its nearest index may round back inside: 1.25 on a length 2)."""
     attrs = sample.attrs
     ctm = attrs.get("coordinate_transformation_mode", "half_pixel")
     for in_len, out_len, scale, width, roi in _axes_plan(sample, opset):
         if scale != 1 or in_len == 0 or opset == 10:
             continue
         x = _source_coordinates(out_len, in_len, scale, width, roi, ctm)
+        if ctm == "tf_crop_and_resize" and np.any((x < 0) | (x > in_len - 1)):
+            return True
         if attrs.get("mode", "nearest") == "nearest":
             x = np.clip(_nearest_index(x, attrs.get("nearest_mode", "round_prefer_floor")),
                         -1 if ctm == "tf_crop_and_resize" else 0, in_len - 1)
         if not np.array_equal(x, np.arange(in_len)):
             return True
+    return False
+
+
+def _symmetric_near_integer(sample: Sample, opset: int) -> bool:
+    """Whether half_pixel_symmetric puts a source coordinate within 1e-9 of an integer, where
+    its offset's rounding (in_len / 2 * (1 - out_len / out_width)) leaves it a hair either
+    side (5.6e-17 for 3 -> 2 at scale 0.5)."""
+    if sample.attrs.get("coordinate_transformation_mode") != "half_pixel_symmetric":
+        return False
+    for in_len, out_len, scale, width, roi in _axes_plan(sample, opset):
+        if in_len and out_len:
+            x = _source_coordinates(out_len, in_len, scale, width, roi, "half_pixel_symmetric")
+            if np.any(np.abs(x - np.round(x)) < 1e-9):
+                return True
+    return False
+
+
+def _every_tap_outside(sample: Sample, opset: int) -> bool:
+    """Whether exclude_outside leaves an output of linear/cubic no weight inside the input (a
+    coordinate two or more pixels outside it), with the reference's own taps."""
+    attrs = sample.attrs
+    mode = attrs.get("mode", "nearest")
+    if not attrs.get("exclude_outside") or mode == "nearest":
+        return False
+    for in_len, out_len, scale, width, roi in _axes_plan(sample, opset):
+        if in_len and out_len:
+            _, weights, _ = _resize_taps(
+                in_len, out_len, scale, width, roi, mode=mode,
+                ctm=attrs.get("coordinate_transformation_mode", "half_pixel"),
+                nearest_mode="round_prefer_floor",
+                cubic_coeff_a=float(np.float32(attrs.get("cubic_coeff_a", -0.75))),  # as stored
+                exclude_outside=True,
+                antialias=bool(attrs.get("antialias", 0)))
+            if np.any((weights == 0).all(axis=1)):
+                return True
     return False
 
 
@@ -205,12 +245,32 @@ def known_resize(sample: Sample, opset: int, peer: str) -> str | None:
                 "1.5 / float32(0.6) - 0.5 = 1.99999992): the peer computes it in float32 "
                 "(onnxruntime) or in another order (onnx.reference) and lands on the other "
                 "side; the reference computes the spec's formula in float64")
+    if _every_tap_outside(sample, opset):
+        return ("exclude_outside with every tap of an output outside the input (align_corners "
+                "on a fractional output width puts x = 4 on a length 3): the weights are all "
+                "0 and renormalising them divides 0 by 0, which the spec leaves open; the "
+                "reference gives 0 (no tap contributes), onnxruntime clamps x into the input "
+                "first, onnx.reference gives other values")
     if x.dtype.kind in "iu" and mode != "nearest":
         return ("integer linear/cubic: the peer truncates the interpolated value toward zero "
                 "(onnxruntime: 1.5 -> 1, -3.25 -> -3; onnx.reference: astype of its float64 "
                 "result); the spec does not say how an integer result is rounded and the "
                 "reference rounds half to even (resize_19's docstring)")
     if peer == "onnx.reference":
+        if (mode == "cubic" or attrs.get("exclude_outside")) and \
+                _symmetric_near_integer(sample, opset):
+            return ("half_pixel_symmetric at a source coordinate a rounding error off an integer "
+                    "(5 -> 9 at scale 1.75: x = 2 + 4e-16): onnx.reference 1.23.2 weighs the "
+                    "taps floor(x) - 1 .. floor(x) + 2 (1-4) but reads the pixels nearest x by "
+                    "distance (0-3), and applies exclude_outside's in-range test to the latter: "
+                    "the row comes out wrong, or all 0 under exclude_outside (in nearest mode "
+                    "too); onnxruntime agrees with the reference where it runs the case")
+        if attrs.get("antialias") and attrs.get("exclude_outside") and mode == "cubic":
+            return ("antialias with exclude_outside, cubic: onnx.reference 1.23.2's antialias "
+                    "path weighs some outputs near the edges differently (seed 18: 4 of 5625 "
+                    "elements off by up to 3.1e-5, in float32 and in float64 alike); an "
+                    "independent float64 evaluation of the spec's separable formula agrees with "
+                    "the reference to 2e-14")
         if ctm == "tf_half_pixel_for_nn":
             return ("tf_half_pixel_for_nn: onnx.reference does not implement it (it raises, "
                     "except where every scale is 1, where it returns the input unshifted)")
