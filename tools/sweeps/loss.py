@@ -90,6 +90,16 @@ def known_nll(sample: Sample, opset: int, peer: str) -> str | None:
     return None
 
 
+def known_softmax_cross_entropy(sample: Sample, opset: int, peer: str) -> str | None:
+    """SoftmaxCrossEntropyLoss: onnx.reference's float16 arithmetic."""
+    if peer == "onnx.reference" and sample.inputs[0].dtype == np.float16:
+        return ("onnx.reference 1.23.2 computes float16 SoftmaxCrossEntropyLoss in float16 "
+                "(the log-softmax's exp, sum and log, the weight's product, each rounded): 13 "
+                "ulp off at seed 21 (0.3469 where float64 gives 0.35018, which rounds to 0.35); "
+                "the reference computes in float32 and rounds once")
+    return None
+
+
 _LOSS_TOL = {
     DType.float16: Tol(4e-3, 1e-3, "log-softmax in float32 and a sum of up to 256 losses, "
                                    "rounded once (the conformance case's, widened for the sum)"),
@@ -100,7 +110,7 @@ _LOSS_TOL = {
 
 SWEEPS = (
     Sweep("SoftmaxCrossEntropyLoss", (12, 13), draw_softmax_cross_entropy, dtypes=_FLOATS,
-          tolerance=_LOSS_TOL),
+          known=known_softmax_cross_entropy, tolerance=_LOSS_TOL),
     Sweep("NegativeLogLikelihoodLoss", (12, 13, 22), draw_nll, dtypes=_FLOATS,
           known=known_nll, tolerance=_LOSS_TOL),
     Sweep("Dropout", (12, 13, 22), draw_dropout, dtypes=_FLOATS),
