@@ -110,7 +110,7 @@ def _run_both(model, feeds):
 
 
 @pytest.mark.parametrize("nodes, expect", [
-    # t is read again after u: u may not take its bytes; v takes u's (u dies at v)
+    # t is read again after u: u may not take its bytes; y takes u's (u dies at y)
     ([("Add", ["t", "c"], "u"), ("Mul", ["u", "t"], "y")], {"n1": "u"}),
     # the graph input is never written over
     ([("Add", ["x", "c"], "y")], {}),
