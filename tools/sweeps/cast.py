@@ -451,8 +451,10 @@ def known_cast(sample: Sample, opset: int, peer: str) -> str | None:
         if opset < 24 and target in _FNUZ and sample.attrs.get("saturate", 1) == 1 and any(
                 np.isinf(float(str(v))) for v in x.reshape(-1)):
             return _FNUZ_INF
-        if target is DType.float8e8m0 and _e8m0_low(
-                np.array([float(str(v)) for v in x.reshape(-1)]), peer):
+        literals = np.array([float(str(v)) for v in x.reshape(-1)])
+        if target is DType.float8e8m0 and _e8m0_inf(literals, sample, peer):
+            return _E8M0_INF_REASON
+        if target is DType.float8e8m0 and _e8m0_low(literals, peer):
             return _E8M0_LOW_REASON
         return None
     with np.errstate(over="ignore", invalid="ignore"):
@@ -466,6 +468,8 @@ def known_cast(sample: Sample, opset: int, peer: str) -> str | None:
     if opset < 24 and target in _FNUZ and sample.attrs.get("saturate", 1) == 1 and (
             np.isinf(wide)).any():
         return _FNUZ_INF
+    if target is DType.float8e8m0 and _e8m0_inf(wide, sample, peer):
+        return _E8M0_INF_REASON
     if target is DType.float8e8m0 and _e8m0_low(wide, peer):
         return _E8M0_LOW_REASON
     if peer == "onnxruntime" and "to" not in sample.attrs and target is DType.float8e8m0 and (
@@ -515,6 +519,21 @@ _FNUZ_INF = ("Cast-19, 21 and 23's saturate table: 'Inf | FLT_MAX | NaN | FLT_MA
              "E4M3FNUZ, E5M2, E5M2FNUZ): +-inf to an FNUZ type is NaN (Cast-24 made it "
              "FLT_MAX); onnxruntime 1.32 and onnx.reference 1.23.2 give +-FLT_MAX at every "
              "opset")
+
+_E8M0_INF_REASON = (
+    "the float8e8m0 table: 'Inf | E8M0_MAX | NaN' and 'x > E8M0_MAX | E8M0_MAX | NaN' "
+    "(saturate + up | non-saturate + nearest); onnx.reference 1.23.2 gives NaN for +inf, and "
+    "for a literal beyond float32's range, which it reads as a float32 (+inf): "
+    "'1.97876123e+299' to float8e8m0, saturate, up")
+
+
+def _e8m0_inf(values: np.ndarray, sample: Sample, peer: str) -> bool:
+    """Whether onnx.reference meets a value that is +inf in float32 on a saturating
+    float8e8m0 cast."""
+    with np.errstate(over="ignore"):
+        return peer == "onnx.reference" and sample.attrs.get("saturate", 1) == 1 and bool(
+            np.isposinf(values.astype(np.float32)).any())
+
 
 _E8M0_LOW_REASON = (
     "the float8e8m0 table: '0 | 0 | NaN' and 'x < E8M0_MIN | E8M0_MIN | NaN' (saturate + up | "
