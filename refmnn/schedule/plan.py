@@ -404,11 +404,13 @@ def _in_place(steps: Sequence[Step], specs: Mapping[str, NodeSpec], slots: Mappi
     for index, step in enumerate(steps):
         if not isinstance(step, RunStep) or step.backend != REFERENCE or not step.outputs:
             continue
+        claimed = specs[step.node.name].opdef.in_place
         out = slots.get(step.outputs[0])
-        if out is None or out.storage is not Storage.ARENA or out.key in alias_of:
+        if not claimed or out is None or out.storage is not Storage.ARENA or \
+                out.key in alias_of:
             continue
         roots = [_root(k, alias_of)[0] for k in step.inputs]
-        for k in specs[step.node.name].opdef.in_place:
+        for k in claimed:
             key = step.inputs[k] if k < len(step.inputs) else ""
             slot = slots.get(key)
             if slot is None or slot.storage is not Storage.ARENA or slot.first < 0 or \

@@ -11,7 +11,8 @@ import numpy as np
 
 from refmnn.dtypes import DType
 
-from ._sweep import EXTREMAL, SMALL_INT, Draw, Sample, SampleContext, Sweep, Tol
+from ._sweep import (EXTREMAL, SMALL_INT, Draw, Sample, SampleContext, Sweep, Tol,
+                     float16_in_float16)
 
 _FLOATS = (DType.float32, DType.float64, DType.float16)
 _INTS = (DType.int32, DType.int64)
@@ -143,14 +144,14 @@ def known_hardmax(sample: Sample, opset: int, peer: str) -> str | None:
             "test_the_softmax_family_before_opset_13_normalises_the_flattened_trailing_block")
 
 
+_SOFTMAX_FLOAT16 = float16_in_float16(
+    "onnx.reference 1.23.2 computes Softmax in float16, rounding exp, sum and divide each (up "
+    "to a few ulp off); the reference computes in float32 and rounds once")
+
+
 def known_softmax(sample: Sample, opset: int, peer: str) -> str | None:
     """Softmax: as :func:`known_hardmax`, plus onnx.reference's float16 arithmetic."""
-    reason = known_hardmax(sample, opset, peer)
-    if reason is None and peer == "onnx.reference" and sample.inputs[0].dtype == np.float16:
-        return ("onnx.reference 1.23.2 computes Softmax in float16, rounding exp, sum and "
-                "divide each (up to a few ulp off); the reference computes in float32 and "
-                "rounds once")
-    return reason
+    return known_hardmax(sample, opset, peer) or _SOFTMAX_FLOAT16(sample, opset, peer)
 
 
 def known_log_softmax(sample: Sample, opset: int, peer: str) -> str | None:
@@ -190,14 +191,12 @@ def known_clip(sample: Sample, opset: int, peer: str) -> str | None:
     return None
 
 
-def known_gelu(sample: Sample, opset: int, peer: str) -> str | None:
-    """Gelu: onnx.reference runs the function body op by op in float16."""
-    if peer == "onnx.reference" and sample.inputs[0].dtype == np.float16:
-        return ("onnx.reference 1.23.2 runs Gelu's function body op by op in float16 (each of "
-                "Div, Erf, Add, Mul rounded to float16): 1 + erf(x / sqrt(2)) cancels below "
-                "about x = -2 (Gelu(-3.6) comes out -0 instead of -3.1e-4); the reference "
-                "computes in float64 and rounds once")
-    return None
+known_gelu = float16_in_float16(
+    "onnx.reference 1.23.2 runs Gelu's function body op by op in float16 (each of Div, Erf, "
+    "Add, Mul rounded to float16): 1 + erf(x / sqrt(2)) cancels below about x = -2 "
+    "(Gelu(-3.6) comes out -0 instead of -3.1e-4); the reference computes in float64 and rounds "
+    "once")
+"""Gelu: onnx.reference runs the function body op by op in float16."""
 
 
 _SOFTMAX_TOL = {DType.float16: Tol(2e-3, 1e-5, "exp, sum and divide each round once in float32 "

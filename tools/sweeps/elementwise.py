@@ -13,7 +13,7 @@ import numpy as np
 from refmnn.dtypes import DType
 
 from ._sweep import (ANY, EXTREMAL, POSITIVE, SMALL_INT, UNIT, Draw, Known, Sample,
-                     SampleContext, Sweep, Tol)
+                     SampleContext, Sweep, Tol, float16_in_float16)
 
 Shape = tuple[int, ...]
 
@@ -425,14 +425,12 @@ def known_erf(sample: Sample, opset: int, peer: str) -> str | None:
     return None
 
 
-def known_sigmoid(sample: Sample, opset: int, peer: str) -> str | None:
-    """float16 Sigmoid in onnx.reference."""
-    if peer == "onnx.reference" and sample.inputs[0].dtype == np.float16:
-        return ("onnx.reference 1.23.2 computes float16 Sigmoid in float16, exp(x) / (1 + "
-                "exp(x)) with each of exp, add and divide rounded (up to 2 ulp off: -1.386 gives "
-                "0.2 against the correctly rounded 0.2001); the reference computes in float32 "
-                "and rounds once, as onnxruntime does")
-    return None
+known_sigmoid = float16_in_float16(
+    "onnx.reference 1.23.2 computes float16 Sigmoid in float16, exp(x) / (1 + exp(x)) with "
+    "each of exp, add and divide rounded (up to 2 ulp off: -1.386 gives 0.2 against the "
+    "correctly rounded 0.2001); the reference computes in float32 and rounds once, as "
+    "onnxruntime does")
+"""float16 Sigmoid in onnx.reference."""
 
 
 def known_mean(sample: Sample, opset: int, peer: str) -> str | None:

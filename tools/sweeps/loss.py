@@ -10,7 +10,7 @@ import numpy as np
 
 from refmnn.dtypes import DType
 
-from ._sweep import EXTREMAL, POSITIVE, Sample, SampleContext, Sweep, Tol
+from ._sweep import EXTREMAL, POSITIVE, Sample, SampleContext, Sweep, Tol, float16_in_float16
 
 _FLOATS = (DType.float32, DType.float64, DType.float16)
 
@@ -90,14 +90,12 @@ def known_nll(sample: Sample, opset: int, peer: str) -> str | None:
     return None
 
 
-def known_softmax_cross_entropy(sample: Sample, opset: int, peer: str) -> str | None:
-    """SoftmaxCrossEntropyLoss: onnx.reference's float16 arithmetic."""
-    if peer == "onnx.reference" and sample.inputs[0].dtype == np.float16:
-        return ("onnx.reference 1.23.2 computes float16 SoftmaxCrossEntropyLoss in float16 "
-                "(the log-softmax's exp, sum and log, the weight's product, each rounded): 13 "
-                "ulp off at seed 21 (0.3469 where float64 gives 0.35018, which rounds to 0.35); "
-                "the reference computes in float32 and rounds once")
-    return None
+known_softmax_cross_entropy = float16_in_float16(
+    "onnx.reference 1.23.2 computes float16 SoftmaxCrossEntropyLoss in float16 (the "
+    "log-softmax's exp, sum and log, the weight's product, each rounded): 13 ulp off at seed "
+    "21 (0.3469 where float64 gives 0.35018, which rounds to 0.35); the reference computes in "
+    "float32 and rounds once")
+"""SoftmaxCrossEntropyLoss: onnx.reference's float16 arithmetic."""
 
 
 _LOSS_TOL = {
