@@ -86,3 +86,70 @@ def test_a_subgraph_reads_only_the_outer_values_it_captures(monkeypatch):
     np.testing.assert_array_equal(y, x + 7 * (x + x))  # the chain's end is -x * (-1)^30 = x
     assert sorted(set(reads)) == sorted({end, "x"})
     assert len(reads) == 2 * 7  # each trip reads each captured value once
+
+
+def _held_then_overwritten(holder: list) -> "onnx.ModelProto":
+    """x [n] -> a = x + x; ``holder`` (nodes taking "a" to "held"); then b = x * x and a chain
+    of Negs that the planner may put in a's dead bytes; finally ``y`` read from "held"."""
+    from onnx import TensorProto, helper
+
+    f = TensorProto.FLOAT
+    nodes = [helper.make_node("Add", ["x", "x"], ["a"]), *holder[:-1],
+             helper.make_node("Mul", ["x", "x"], ["b0"])]
+    nodes += [helper.make_node("Neg", [f"b{i}"], [f"b{i + 1}"]) for i in range(4)]
+    nodes.append(holder[-1])
+    graph = helper.make_graph(  # a symbolic length: the Loop's output is then a host object
+        nodes, "g", [helper.make_tensor_value_info("x", f, ["n"])],
+        [helper.make_tensor_value_info("y", f, ["n"]),
+         helper.make_tensor_value_info("b4", f, ["n"])],
+        [helper.make_tensor("zero", TensorProto.INT64, [], [0]),
+         helper.make_tensor("true", TensorProto.BOOL, [], [True])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _zero_trip_loop():
+    from onnx import TensorProto, helper
+
+    f = TensorProto.FLOAT
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c"], ["c2"]), helper.make_node("Neg", ["v"], ["v2"])],
+        "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                 helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+                 helper.make_tensor_value_info("v", f, ["n"])],
+        [helper.make_tensor_value_info("c2", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v2", f, ["n"])])
+    # a Loop of no trips returns its initial value; its scan output (none here) would be empty
+    return [helper.make_node("Loop", ["zero", "true", "a"], ["held"], body=body),
+            helper.make_node("Identity", ["held"], ["y"])]
+
+
+def _holders():
+    from onnx import helper
+
+    return {
+        "sequence": [helper.make_node("SequenceConstruct", ["a"], ["held"]),
+                     helper.make_node("SequenceAt", ["held", "zero"], ["y"])],
+        "optional": [helper.make_node("Optional", ["a"], ["held"]),
+                     helper.make_node("OptionalGetElement", ["held"], ["y"])],
+        "loop": _zero_trip_loop(),
+    }
+
+
+def test_a_host_object_keeps_its_tensors_when_their_bytes_are_reused():
+    """A sequence, an optional or a Loop of no iterations holds the tensor it was given, a
+    view of arena bytes; the planner reuses those bytes once the tensor is dead, so the host
+    object must hold a copy (found by tools/fuzz_graphs.py: SequenceAt returned x * x here)."""
+    import pytest
+
+    x = np.array([1, 2, 3, 4], dtype=np.float32)
+    for name, holder in _holders().items():
+        session = refmnn.Session(_held_then_overwritten(holder))
+        for intermediates in (False, True):
+            got = session.run({"x": x}, intermediates=intermediates)
+            np.testing.assert_array_equal(got["y"], x + x, err_msg=name)
+            np.testing.assert_array_equal(got["b4"], x * x, err_msg=name)
+        plan = session._last.plan
+        reused = {plan.slots["a"].offset} & {plan.slots[f"b{i}"].offset for i in range(5)}
+        if not reused:
+            pytest.fail(f"{name}: the planner no longer reuses a's bytes; the test needs a model "
+                        "that does")

@@ -94,7 +94,7 @@ class ReferenceKernel(Kernel):
                                  f"output(s), the node lists more")
             value = results[index]
             if isinstance(target, Slot):
-                target.value = np.asarray(value) if isinstance(value, np.generic) else value
+                target.value = _detached(value)
                 continue
             value = np.asarray(value)
             if value.shape != target.shape or value.dtype != target.dtype:
@@ -106,6 +106,23 @@ class ReferenceKernel(Kernel):
     def _where(self, inputs: Sequence[Any]) -> str:
         node = self.spec.node
         return node_context(node, self.spec.opset, inputs)
+
+
+def _detached(value: Any) -> Any:
+    """A host object to keep in a :class:`Slot`: ``value`` with every array in it (a
+    sequence's elements, an optional's content) owning its memory. A reference function may
+    return an input as it is -- a Loop of no iterations its initial values, SequenceConstruct
+    and Optional the tensors they hold -- and a planned input is a view of arena bytes that a
+    later step may reuse, while the Slot's value lives on (found by tools/fuzz_graphs.py: a
+    SequenceAt read after its element's bytes were reused returned the other value). A new
+    array is kept as it is; a NumPy scalar becomes a 0-d array."""
+    if isinstance(value, np.generic):
+        return np.asarray(value)
+    if isinstance(value, np.ndarray):
+        return value if value.base is None else value.copy()
+    if isinstance(value, list | tuple):
+        return type(value)(_detached(v) for v in value)
+    return value
 
 
 class ReferenceBackend(HostMemory, Backend):
