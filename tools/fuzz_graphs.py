@@ -37,7 +37,8 @@ reference MatMul of a strided view may differ in the last bit, since NumPy then 
 On the reference backend the Session must match it bit for bit, NaN where NaN; on another
 backend within ``--tolerance`` of each output's largest magnitude (and Inf and NaN at the same
 places). Each model is run three times -- plain, with intermediates (every value checked, the
-path of ``refmnn compare``) and plain again (a second run in the same arena) -- and with
+path of ``refmnn compare``) and plain again on other values (a second run in the same arena:
+nothing may be left over from the first) -- and with
 ``--dynamic`` its inputs have a symbolic batch dim, the ops keep axis 0 the batch, and one
 Session runs it at batch 2, 1, 3 and 2 again.
 
@@ -68,7 +69,8 @@ REGISTRY = default_registry()
 STEPS = ("unary", "binary", "binary", "reshape", "transpose", "concat", "split", "slice",
          "matmul", "softmax", "layernorm", "clip", "squeeze", "identity", "flatten", "conv",
          "conv", "pool", "batchnorm", "gelu", "bias_act", "attention", "gemm", "if", "loop",
-         "cast", "sequence", "optional")
+         "cast", "sequence", "optional", "shape_reshape", "reduce", "where", "pad", "tile",
+         "gather", "resize", "argmax")
 
 
 @dataclass(frozen=True)
@@ -80,9 +82,10 @@ class Drawn:
     outputs: list[str]
     seed: int
 
-    def feeds(self, batch: int | None = None) -> dict[str, np.ndarray]:
-        """Seeded standard normal inputs; ``batch`` replaces every input's first dim."""
-        rng = np.random.default_rng([self.seed, batch or 0])
+    def feeds(self, batch: int | None = None, again: bool = False) -> dict[str, np.ndarray]:
+        """Seeded standard normal inputs; ``batch`` replaces every input's first dim;
+        ``again`` draws other values."""
+        rng = np.random.default_rng([self.seed, batch or 0, int(again)])
         return {name: rng.standard_normal((batch or shape[0], *shape[1:])).astype(np.float32)
                 for name, shape in self.inputs.items()}
 
@@ -313,6 +316,61 @@ def _compute(b: _Builder, kind: str, x: str, s: tuple[int, ...]) -> None:
         b.node("MatMul", [y, b.weight(t, d)], [s])
 
 
+def _shaped(b: _Builder, kind: str, x: str, s: tuple[int, ...]) -> None:
+    """Ops whose output shape, or index, comes from data: an exporter's Shape -> Gather ->
+    Concat -> Reshape, reductions, Where on a comparison, Pad, Tile, Gather, Resize, ArgMax."""
+    rng, int64 = b.rng, np.int64
+    if kind == "shape_reshape" and s and all(s):  # [d0, -1] from its own shape, at run time
+        (shape,) = b.node("Shape", [x], [(len(s),)], pickable=False)
+        (first,) = b.node("Gather", [shape, b.const(np.array(0, int64))], [()], pickable=False,
+                          axis=0)
+        (first,) = b.node("Unsqueeze", [first, b.ints([0], "axes")], [(1,)], pickable=False)
+        (target,) = b.node("Concat", [first, b.ints([-1], "rest")], [(2,)], pickable=False,
+                           axis=0)
+        b.node("Reshape", [x, target], [(s[0], int(np.prod(s[1:])))])
+    elif kind == "reduce" and (axis := b.axis(s)) is not None:
+        op = str(rng.choice(["ReduceMean", "ReduceMax", "ReduceSum", "ReduceL2"]))
+        out = tuple(1 if i == axis else d for i, d in enumerate(s))
+        if op == "ReduceSum":  # axes became an input at opset 13
+            b.node(op, [x, b.ints([axis], "axes")], [out], keepdims=1)
+        else:
+            b.node(op, [x], [out], axes=[axis], keepdims=1)
+    elif kind == "where":
+        other = b.pick(lambda t: t == s) or x
+        (mask,) = b.node(str(rng.choice(["Greater", "Less", "Equal"])), [x, other], [s],
+                         pickable=False)
+        b.node("Where", [mask, x, other] if rng.random() < 0.5 else [mask, other, x], [s])
+    elif kind == "pad" and (axis := b.axis(s, lambda d: d >= 2)) is not None:
+        mode = str(rng.choice(["constant", "reflect", "edge"]))
+        before, after = (int(v) for v in rng.integers(0, min(3, s[axis]), 2))
+        pads = [0] * (2 * len(s))
+        pads[axis], pads[len(s) + axis] = before, after
+        out = tuple(d + before + after if i == axis else d for i, d in enumerate(s))
+        b.node("Pad", [x, b.ints(pads, "pads")], [out], mode=mode)
+    elif kind == "tile" and (axis := b.axis(s)) is not None:
+        times = int(rng.integers(1, 4))
+        repeats = [times if i == axis else 1 for i in range(len(s))]
+        b.node("Tile", [x, b.ints(repeats, "repeats")],
+               [tuple(d * times if i == axis else d for i, d in enumerate(s))])
+    elif kind == "gather" and (axis := b.axis(s, lambda d: d >= 1)) is not None:
+        count = int(rng.integers(1, 5))
+        picks = rng.integers(-s[axis], s[axis], count)  # negative indices count from the end
+        b.node("Gather", [x, b.const(picks.astype(int64), "idx")],
+               [(*s[:axis], count, *s[axis + 1:])], axis=axis)
+    elif kind == "resize" and len(s) == 4:
+        mode = str(rng.choice(["nearest", "linear", "cubic"]))
+        factor = float(rng.choice([0.5, 2.0, 1.5]))
+        out = (s[0], s[1], int(s[2] * factor), int(s[3] * factor))
+        if min(out[2:]) >= 1:
+            b.node("Resize", [x, "", b.const(np.array([1, 1, factor, factor], np.float32),
+                                             "scales")], [out], mode=mode)
+    elif kind == "argmax" and (axis := b.axis(s)) is not None:
+        out = tuple(1 if i == axis else d for i, d in enumerate(s))
+        (index,) = b.node(str(rng.choice(["ArgMax", "ArgMin"])), [x], [out], pickable=False,
+                          axis=axis, keepdims=1)
+        b.node("Cast", [index], [out], to=TensorProto.FLOAT)
+
+
 def _info(b: _Builder, name: str, shape: tuple[int, ...], elem: int = TensorProto.FLOAT
           ) -> onnx.ValueInfoProto:
     """A value's declaration: with --dynamic its first dim symbolic."""
@@ -403,7 +461,7 @@ def draw(seed: int, *, dynamic: bool = False, scale: int = 1, exact: bool = True
         else:
             x = b.pick()
         s = b.values[x]
-        for family in (_elementwise, _layout, _compute, _control):
+        for family in (_elementwise, _layout, _compute, _control, _shaped):
             family(b, kind, x, s)
     for read in b.later:
         read()
@@ -444,8 +502,9 @@ def _run_nodes(nodes: Sequence[onnx.NodeProto], values: dict[str, np.ndarray]) -
     """Run ``nodes`` in order, adding their outputs to ``values`` (If and Loop run their
     bodies here, on a copy of the enclosing values: the outer scope)."""
     for proto in nodes:
-        inputs = [values[i] for i in proto.input]
+        inputs = [values[i] if i else None for i in proto.input]  # "": an omitted input
         attrs = {a.name: helper.get_attribute_value(a) for a in proto.attribute}
+        attrs = {k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()}
         if proto.op_type == "If":
             branch = attrs["then_branch" if bool(inputs[0]) else "else_branch"]
             result = tuple(_run_body(branch, values, []))
@@ -503,14 +562,18 @@ def differs(got: np.ndarray, want: np.ndarray, tolerance: float | None) -> str:
 
 
 def check(drawn: Drawn, backend: str = "reference", tolerance: float | None = None,
-          dynamic: bool = False) -> list[str]:
-    """The findings of one drawn model on ``backend`` (see the module docstring)."""
-    session = refmnn.Session(drawn.model, backends=(backend,))
+          dynamic: bool = False, **options: bool) -> list[str]:
+    """The findings of one drawn model on ``backend`` (a comma-separated preference order;
+    ``options``: the Session's ``arena`` and ``optimize``), see the module docstring."""
+    session = refmnn.Session(drawn.model, backends=tuple(backend.split(",")), **options)
     findings: list[str] = []
     for batch in BATCHES if dynamic else (None,):
         feeds = drawn.feeds(batch)
         want = interpret(drawn.model, feeds)
         for label, intermediates in (("run", False), ("intermediates", True), ("again", False)):
+            if label == "again":  # the same shapes, other values: nothing may be stale
+                feeds = drawn.feeds(batch, again=True)
+                want = interpret(drawn.model, feeds)
             with np.errstate(all="ignore"):
                 got = session.run({k: v.copy() for k, v in feeds.items()},
                                   intermediates=intermediates)
@@ -523,7 +586,11 @@ def check(drawn: Drawn, backend: str = "reference", tolerance: float | None = No
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="0:200", help="START:STOP")
-    parser.add_argument("--backend", default="reference")
+    parser.add_argument("--backend", default="reference",
+                        help="a backend, or a comma-separated preference order")
+    parser.add_argument("--no-arena", action="store_true", help="Session(arena=False)")
+    parser.add_argument("--optimize", action="store_true",
+                        help="Session(optimize=True): the fusion passes on any backend")
     parser.add_argument("--tolerance", type=float, default=1e-4,
                         help="off the reference backend: of each output's largest magnitude")
     parser.add_argument("--dynamic", action="store_true", help="a symbolic batch dim")
@@ -531,7 +598,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--show", action="store_true", help="print each model")
     args = parser.parse_args(argv)
     start, stop = (int(v) for v in args.seeds.split(":"))
-    tolerance = None if args.backend == "reference" else args.tolerance
+    # exact only on the reference as written (its fused Gelu rounds once, not per step)
+    exact = args.backend == "reference" and not args.optimize
+    tolerance = None if exact else args.tolerance
+    options = {"arena": not args.no_arena, "optimize": True if args.optimize else None}
     found = 0
     for seed in range(start, stop):
         drawn = draw(seed, dynamic=args.dynamic, scale=args.scale, exact=tolerance is None)
@@ -542,7 +612,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 t.ClearField("raw_data")
             print(onnx.printer.to_text(graph))
         try:
-            findings = check(drawn, args.backend, tolerance, args.dynamic)
+            findings = check(drawn, args.backend, tolerance, args.dynamic, **options)
         except Exception as exc:  # any exception on a valid model is a finding
             findings = [f"ERROR {type(exc).__name__}: {str(exc)[:400]}"]
         if findings:
