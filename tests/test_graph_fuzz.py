@@ -24,7 +24,7 @@ BACKEND_SEEDS = range(25)
 
 def _findings(seeds: range, backend: str = "reference", *, dynamic: bool = False,
               scale: int = 1) -> dict[int, list[str]]:
-    tolerance = None if backend == "reference" else 1e-4
+    tolerance = None if backend == "reference" else fuzz_graphs.TOLERANCE
     found = {}
     for seed in seeds:
         drawn = fuzz_graphs.draw(seed, dynamic=dynamic, scale=scale, exact=tolerance is None)
@@ -62,7 +62,8 @@ def test_the_draws_reach_the_machinery_they_are_for():
     assert sum("run as an alias" in r for r in reasons) >= 20
     assert {"Conv", "MatMul", "Gemm", "Concat", "Split", "Slice", "Softmax", "Erf",
             "LayerNormalization", "Transpose", "MaxPool", "BatchNormalization", "If", "Loop",
-            "Cast", "SequenceAt", "OptionalGetElement"} <= ops
+            "Cast", "SequenceAt", "OptionalGetElement", "Shape", "ConstantOfShape", "TopK",
+            "LSTM", "Dropout", "Pad", "Tile", "Where"} <= ops
 
 
 def test_the_draws_with_a_symbolic_batch_run_at_every_batch():
