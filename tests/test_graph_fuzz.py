@@ -23,20 +23,23 @@ BACKEND_SEEDS = range(25)
 
 
 def _findings(seeds: range, backend: str = "reference", *, dynamic: bool = False,
-              scale: int = 1) -> dict[int, list[str]]:
+              scale: int = 1, dtype: str = "float32") -> dict[int, list[str]]:
     tolerance = None if backend == "reference" else fuzz_graphs.TOLERANCE
     found = {}
     for seed in seeds:
-        drawn = fuzz_graphs.draw(seed, dynamic=dynamic, scale=scale, exact=tolerance is None)
+        drawn = fuzz_graphs.draw(seed, dynamic=dynamic, scale=scale, exact=tolerance is None,
+                                 dtype=dtype)
         if findings := fuzz_graphs.check(drawn, backend, tolerance, dynamic):
             found[seed] = findings
     return found
 
 
-@pytest.mark.parametrize(("dynamic", "scale"), [(False, 1), (True, 1), (False, 3)],
-                         ids=["static", "dynamic", "scale3"])
-def test_the_reference_backend_is_the_plain_run_bit_for_bit(dynamic, scale):
-    assert _findings(SEEDS, dynamic=dynamic, scale=scale) == {}
+@pytest.mark.parametrize(("dynamic", "scale", "dtype"),
+                         [(False, 1, "float32"), (True, 1, "float32"), (False, 3, "float32"),
+                          (True, 1, "float16"), (False, 1, "float64")],
+                         ids=["static", "dynamic", "scale3", "float16", "float64"])
+def test_the_reference_backend_is_the_plain_run_bit_for_bit(dynamic, scale, dtype):
+    assert _findings(SEEDS, dynamic=dynamic, scale=scale, dtype=dtype) == {}
 
 
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])

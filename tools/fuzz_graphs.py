@@ -90,12 +90,13 @@ class Drawn:
     inputs: dict[str, tuple[int, ...]]
     outputs: list[str]
     seed: int
+    dtype: str = "float32"
 
     def feeds(self, batch: int | None = None, again: bool = False) -> dict[str, np.ndarray]:
         """Seeded standard normal inputs; ``batch`` replaces every input's first dim;
         ``again`` draws other values."""
         rng = np.random.default_rng([self.seed, batch or 0, int(again)])
-        return {name: rng.standard_normal((batch or shape[0], *shape[1:])).astype(np.float32)
+        return {name: rng.standard_normal((batch or shape[0], *shape[1:])).astype(self.dtype)
                 for name, shape in self.inputs.items()}
 
 
@@ -103,9 +104,11 @@ class _Builder:
     """Grows one graph: values and their shapes (at the drawn batch), nodes, initializers.
     ``lo`` is the first axis an op may act on: 1 when axis 0 is a symbolic batch."""
 
-    def __init__(self, rng: np.random.Generator, dynamic: bool, scale: int, exact: bool
-                 ) -> None:
+    def __init__(self, rng: np.random.Generator, dynamic: bool, scale: int, exact: bool,
+                 dtype: str) -> None:
         self.rng, self.lo, self.scale, self.exact = rng, int(dynamic), scale, exact
+        self.dtype = np.dtype(dtype)  # the model's float type, and its ONNX code
+        self.elem = helper.np_dtype_to_tensor_dtype(self.dtype)
         self.batch = BATCHES[0] if dynamic else None
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[onnx.TensorProto] = []
@@ -126,7 +129,11 @@ class _Builder:
         return name
 
     def weight(self, *shape: int) -> str:
-        return self.const(self.rng.standard_normal(shape).astype(np.float32) / 2, "w")
+        return self.const((self.rng.standard_normal(shape) / 2).astype(self.dtype), "w")
+
+    def scalar(self, value: float) -> str:
+        """A constant of the model's float type."""
+        return self.const(np.array(value, self.dtype))
 
     def ints(self, values: Sequence[int], prefix: str) -> str:
         return self.const(np.array(values, np.int64), prefix)
@@ -191,13 +198,13 @@ def _elementwise(b: _Builder, kind: str, x: str, s: tuple[int, ...]) -> None:
             value = pair[1] in b.values
             shape = b.values[pair[1]] if value else b.consts[pair[1]]
             (magnitude,) = b.node("Abs", [pair[1]], [shape], pickable=value)
-            (pair[1],) = b.node("Add", [magnitude, b.const(np.float32(0.5))], [shape],
+            (pair[1],) = b.node("Add", [magnitude, b.scalar(0.5)], [shape],
                                 pickable=value)
         b.node(op, pair, [s])
     elif kind == "clip":
         low = float(rng.normal())
         high = low + abs(float(rng.normal())) if rng.random() < 0.9 else low - 1  # min > max
-        b.node("Clip", [x, b.const(np.float32(low)), b.const(np.float32(high))], [s])
+        b.node("Clip", [x, b.scalar(low), b.scalar(high)], [s])
     elif kind == "softmax" and len(s) > b.lo:
         b.node("Softmax", [x], [s], axis=b.axis(s) - (len(s) if rng.random() < 0.5 else 0))
     elif kind == "layernorm" and len(s) > b.lo:
@@ -205,11 +212,11 @@ def _elementwise(b: _Builder, kind: str, x: str, s: tuple[int, ...]) -> None:
         scale_bias = [b.weight(*s[axis:]) for _ in range(1 + (rng.random() < 0.7))]
         b.node("LayerNormalization", [x, *scale_bias], [s], axis=axis - len(s))
     elif kind == "gelu":  # as exporters write it; the passes make it one Gelu
-        (d,) = b.node("Div", [x, b.const(np.float32(np.sqrt(2)))], [s])
+        (d,) = b.node("Div", [x, b.scalar(np.sqrt(2))], [s])
         (e,) = b.node("Erf", [d], [s])
-        (a,) = b.node("Add", [e, b.const(np.float32(1))], [s])
+        (a,) = b.node("Add", [e, b.scalar(1)], [s])
         (m,) = b.node("Mul", [x, a], [s])
-        b.node("Mul", [m, b.const(np.float32(0.5))], [s])
+        b.node("Mul", [m, b.scalar(0.5)], [s])
 
 
 def _layout(b: _Builder, kind: str, x: str, s: tuple[int, ...]) -> None:
@@ -264,7 +271,7 @@ def _layout(b: _Builder, kind: str, x: str, s: tuple[int, ...]) -> None:
 def _activation(b: _Builder, y: str, s: tuple[int, ...], choices: Sequence[str]) -> None:
     act = str(b.rng.choice(list(choices)))
     if act == "Clip":  # relu6
-        b.node("Clip", [y, b.const(np.float32(0)), b.const(np.float32(6))], [s])
+        b.node("Clip", [y, b.scalar(0), b.scalar(6)], [s])
     elif act == "LeakyRelu":
         b.node(act, [y], [s], alpha=0.1)
     elif act != "none":
@@ -302,7 +309,7 @@ def _compute(b: _Builder, kind: str, x: str, s: tuple[int, ...]) -> None:
     elif kind == "batchnorm":
         c = s[1]
         b.node("BatchNormalization", [x, b.weight(c), b.weight(c), b.weight(c),
-                                      b.const((b.rng.random(c) + 0.5).astype(np.float32))], [s])
+                                      b.const((b.rng.random(c) + 0.5).astype(b.dtype))], [s])
     elif kind in ("matmul", "bias_act") and len(s) > b.lo and s[-1] <= 4096:
         n = b.dim(1, 9)
         out = (*s[:-1], n)
@@ -321,7 +328,7 @@ def _compute(b: _Builder, kind: str, x: str, s: tuple[int, ...]) -> None:
         t, d = s[-2], s[-1]
         scores = (*s[:-1], t)
         (y,) = b.node("MatMul", [x, b.weight(d, t)], [scores])
-        (y,) = b.node(str(rng.choice(["Mul", "Div"])), [y, b.const(np.float32(0.35))],
+        (y,) = b.node(str(rng.choice(["Mul", "Div"])), [y, b.scalar(0.35)],
                       [scores])
         if rng.random() < 0.5:
             (y,) = b.node("Add", [y, b.weight(t, t)], [scores])  # a mask
@@ -381,7 +388,7 @@ def _shaped(b: _Builder, kind: str, x: str, s: tuple[int, ...]) -> None:
         out = tuple(1 if i == axis else d for i, d in enumerate(s))
         (index,) = b.node(str(rng.choice(["ArgMax", "ArgMin"])), [x], [out], pickable=False,
                           axis=axis, keepdims=1)
-        b.node("Cast", [index], [out], to=TensorProto.FLOAT)
+        b.node("Cast", [index], [out], to=b.elem)
 
 
 def _outputs(b: _Builder, kind: str, x: str, s: tuple[int, ...]) -> None:
@@ -394,13 +401,13 @@ def _outputs(b: _Builder, kind: str, x: str, s: tuple[int, ...]) -> None:
         _, index = b.node("TopK", [x, b.ints([k], "k")], [out, out], axis=axis,
                           largest=int(rng.integers(0, 2)))
         b.values.pop(index)  # int64
-        b.node("Cast", [index], [out], to=TensorProto.FLOAT)
+        b.node("Cast", [index], [out], to=b.elem)
     elif kind == "pool_indices" and len(s) == 4 and min(s[2:]) >= 2:
         n, c, h, w = s
         out = (n, c, h - 1, w - 1)
         _, index = b.node("MaxPool", [x], [out, out], kernel_shape=[2, 2])
         b.values.pop(index)  # int64
-        b.node("Cast", [index], [out], to=TensorProto.FLOAT)
+        b.node("Cast", [index], [out], to=b.elem)
     elif kind == "rnn" and len(s) == 3 and s[2] <= 256:
         t, n, size = s  # layout 0: [seq, batch, input]; with --dynamic the seq length varies
         hidden = b.dim(1, 6)
@@ -419,24 +426,23 @@ def _outputs(b: _Builder, kind: str, x: str, s: tuple[int, ...]) -> None:
         _, mask = b.node("Dropout", [x, b.const(np.float32(0.3)), b.const(np.array(False))],
                          [s, s])
         b.values.pop(mask)  # bool
-        b.node("Cast", [mask], [s], to=TensorProto.FLOAT)
+        b.node("Cast", [mask], [s], to=b.elem)
     elif kind == "constant" and s:
-        value = helper.make_tensor(b.fresh("k"), TensorProto.FLOAT, s[b.lo:],
-                                   rng.standard_normal(s[b.lo:]).astype(np.float32).ravel())
+        value = numpy_helper.from_array(rng.standard_normal(s[b.lo:]).astype(b.dtype),
+                                        b.fresh("k"))
         (k,) = b.node("Constant", [], [s[b.lo:]], pickable=False, value=value)
         (shape,) = b.node("Shape", [x], [(len(s),)], pickable=False)
-        fill = helper.make_tensor(b.fresh("fill"), TensorProto.FLOAT, [1],
-                                  [float(rng.normal())])
+        fill = numpy_helper.from_array(np.array([rng.normal()], b.dtype), b.fresh("fill"))
         (filled,) = b.node("ConstantOfShape", [shape], [s], pickable=False, value=fill)
         (y,) = b.node("Mul", [x, k], [s])
         b.node("Add", [y, filled], [s])
 
 
-def _info(b: _Builder, name: str, shape: tuple[int, ...], elem: int = TensorProto.FLOAT
-          ) -> onnx.ValueInfoProto:
-    """A value's declaration: with --dynamic its first dim symbolic."""
+def _info(b: _Builder, name: str, shape: tuple[int, ...]) -> onnx.ValueInfoProto:
+    """A value's declaration (the model's float type): with --dynamic its first dim
+    symbolic."""
     dims = (f"{name}_batch", *shape[1:]) if b.lo and shape else shape
-    return helper.make_tensor_value_info(name, elem, dims)
+    return helper.make_tensor_value_info(name, b.elem, dims)
 
 
 def _control(b: _Builder, kind: str, x: str, s: tuple[int, ...]) -> None:
@@ -445,14 +451,14 @@ def _control(b: _Builder, kind: str, x: str, s: tuple[int, ...]) -> None:
     rng, other = b.rng, b.pick(lambda t: t == s) or x
     if kind == "if":
         (top,) = b.node("ReduceMax", [x], [()], pickable=False, keepdims=0)
-        (cond,) = b.node("Greater", [top, b.const(np.float32(rng.normal()))], [()],
+        (cond,) = b.node("Greater", [top, b.scalar(rng.normal())], [()],
                          pickable=False)
         then_out, else_out = b.fresh("t"), b.fresh("e")
         then_branch = helper.make_graph(
             [helper.make_node("Add", [x, other], [then_out])], b.fresh("then"), [],
             [_info(b, then_out, s)])
         else_branch = helper.make_graph(
-            [helper.make_node("Mul", [other, b.const(np.float32(rng.normal()))], [else_out])],
+            [helper.make_node("Mul", [other, b.scalar(rng.normal())], [else_out])],
             b.fresh("else"), [], [_info(b, else_out, s)])
         b.node("If", [cond], [s], then_branch=then_branch, else_branch=else_branch)
     elif kind == "loop":
@@ -461,7 +467,7 @@ def _control(b: _Builder, kind: str, x: str, s: tuple[int, ...]) -> None:
         keep_out, index, total, v_out, scan = (b.fresh(p) for p in (
             "cond", "index", "sum", "carried", "scan"))
         nodes = [helper.make_node("Identity", [keep], [keep_out]),  # v' = (v + other) * i
-                 helper.make_node("Cast", [i], [index], to=TensorProto.FLOAT),
+                 helper.make_node("Cast", [i], [index], to=b.elem),
                  helper.make_node("Add", [v, other], [total]),
                  helper.make_node("Mul", [total, index], [v_out])]
         outputs = [helper.make_tensor_value_info(keep_out, TensorProto.BOOL, []),
@@ -495,18 +501,20 @@ def _control(b: _Builder, kind: str, x: str, s: tuple[int, ...]) -> None:
         (y,) = b.node("Cast", [x], [s], pickable=False, to=elem)
         op = str(rng.choice(["Relu", "Sigmoid", "Add", "Mul", "Softmax"]))
         (y,) = b.node(op, [y, y] if op in ("Add", "Mul") else [y], [s], pickable=False)
-        b.node("Cast", [y], [s], to=TensorProto.FLOAT)
+        b.node("Cast", [y], [s], to=b.elem)
 
 
-def draw(seed: int, *, dynamic: bool = False, scale: int = 1, exact: bool = True) -> Drawn:
+def draw(seed: int, *, dynamic: bool = False, scale: int = 1, exact: bool = True,
+         dtype: str = "float32") -> Drawn:
     """The seed's model; ``dynamic``: a symbolic batch dim; ``scale`` multiplies the drawn
-    sizes (channels, widths) to reach the kernels' larger-shape paths. ``exact=False`` (for a
+    sizes (channels, widths) to reach the kernels' larger-shape paths; ``dtype`` is the
+    model's float type (inputs, weights, most values). ``exact=False`` (for a
     comparison within a tolerance) keeps every Div's divisor 0.5 or more away from 0 (through
     Abs and Add) and round trips through float64 only, never float16: near 0 a division, and a
     rounding to float16 anywhere, turn the float32 rounding of a value computed in another
     order into any error at all."""
     rng = np.random.default_rng(seed)
-    b = _Builder(rng, dynamic, scale, exact)
+    b = _Builder(rng, dynamic, scale, exact, dtype)
     shapes = [(2, 3, 4), (3, 4), (4,), (1, 3, 4), (2, 1, 4), (6,)] if not dynamic else \
         [(2, 3, 4), (2, 4), (2, 1, 4), (2, 6)]
     for _ in range(int(rng.integers(1, 4))):
@@ -535,7 +543,7 @@ def draw(seed: int, *, dynamic: bool = False, scale: int = 1, exact: bool = True
     ordered = sorted(outputs, key=order.index)
 
     def info(name: str, shape: tuple[int, ...] | None) -> onnx.ValueInfoProto:
-        return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+        return helper.make_tensor_value_info(name, b.elem, shape)
 
     graph = helper.make_graph(
         b.nodes, f"fuzz{seed}",
@@ -546,7 +554,7 @@ def draw(seed: int, *, dynamic: bool = False, scale: int = 1, exact: bool = True
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
     model.ir_version = 8
     onnx.checker.check_model(model, full_check=True)
-    return Drawn(model, b.inputs, ordered, seed)
+    return Drawn(model, b.inputs, ordered, seed, dtype)
 
 
 def interpret(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -578,7 +586,7 @@ def _run_nodes(nodes: Sequence[onnx.NodeProto], values: dict[str, np.ndarray]) -
                 carried = outs[1:1 + len(carried)]
                 scans.append(outs[1 + len(carried):])
             stacked = [np.stack([s[k] for s in scans]) if scans else
-                       np.zeros((0, *carried[0].shape), np.float32)
+                       np.zeros((0, *carried[0].shape), carried[0].dtype)
                        for k in range(len(proto.output) - len(carried))]
             result = (*carried, *stacked)
         else:
@@ -657,6 +665,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="off the reference backend: of each output's largest magnitude")
     parser.add_argument("--dynamic", action="store_true", help="a symbolic batch dim")
     parser.add_argument("--scale", type=int, default=1, help="multiply the drawn sizes")
+    parser.add_argument("--dtype", default="float32", choices=("float32", "float16", "float64"),
+                        help="the models' float type")
     parser.add_argument("--show", action="store_true", help="print each model")
     args = parser.parse_args(argv)
     start, stop = (int(v) for v in args.seeds.split(":"))
@@ -666,7 +676,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = {"arena": not args.no_arena, "optimize": True if args.optimize else None}
     found = 0
     for seed in range(start, stop):
-        drawn = draw(seed, dynamic=args.dynamic, scale=args.scale, exact=tolerance is None)
+        drawn = draw(seed, dynamic=args.dynamic, scale=args.scale, exact=tolerance is None,
+                     dtype=args.dtype)
         if args.show:  # the graph without the initializers' values
             graph = onnx.GraphProto()
             graph.CopyFrom(drawn.model.graph)
@@ -682,7 +693,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             kind = "ERROR" if findings[0].startswith("ERROR") else "MISMATCH"
             print(f"seed {seed}: {kind} ({len(drawn.model.graph.node)} nodes): "
                   + "; ".join(findings[:4]))
-    print(f"{stop - start} models on {args.backend}"
+    print(f"{stop - start} {args.dtype} models on {args.backend}"
           f"{' (dynamic)' if args.dynamic else ''}, scale {args.scale}: {found} with findings")
     return int(found > 0)
 
