@@ -31,6 +31,17 @@ def layernorm_samples(ctx: SampleContext):
         # deviation carries that error unless it is taken off them (the reference's second pass)
         offset = (ctx.make((4, 384)).astype(np.float64) * 1e-2 + 1000.0).astype(x.dtype)
         yield Sample((offset, ctx.make((384,)), ctx.make((384,))), name="offset_rows")
+    if ctx.dtype_name == "float32":
+        # beyond float32's range the spec's stage one (its function body in float32:
+        # ReduceMean, Sub, Mul(D, D), ReduceMean, ...) overflows: a deviation of 8.5e37 or 3e19
+        # squares to inf (InvStdDev 0: Y = B; onnxruntime and onnx.reference agree), a row
+        # summing past the largest float has the mean inf (Y NaN; onnx.reference agrees,
+        # onnxruntime sums in double); the other rows are ordinary
+        huge = np.finfo(np.float32).max
+        rows = ctx.make((3, 16)).astype(np.float32)
+        rows[0, 5], rows[1, 2] = huge / 4, 3e19
+        rows[2, :3] = huge / 2
+        yield Sample((rows, ctx.make((16,)), ctx.make((16,))), name="overflowing_rows")
 
 
 def _ln_k(sample: Sample) -> int:

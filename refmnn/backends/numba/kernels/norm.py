@@ -1,7 +1,8 @@
 """LayerNormalization (opset 17): normalise over the trailing axes from ``axis``.
 
 Scheme ``rows`` (the only one): the input is seen as ``(rows, D)`` with ``D`` the product of the
-normalised axes; per row a float64 mean, a float64 variance (two passes, no cancellation), then
+normalised axes; per row a float64 mean, a float64 variance (two passes, no cancellation; past
+float32's range the spec's float32 overflow, see :func:`row_stats`), then
 ``y = (x - mean) * inv_std * scale + bias``. Two ``prange`` passes over rows: :func:`row_stats`
 (the sums, compiled with the fast-math flags that let them vectorise) and
 :func:`normalise_rows` (the output, plain IEEE arithmetic). Rows are walked through slices from
@@ -25,9 +26,17 @@ from refmnn.backends.numba.kernels._common import (F32, PJIT, SUM_MATH, Bound, B
                                                     flat, numel, single_output)
 
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
 @njit(**PJIT, fastmath=SUM_MATH)
 def row_stats(x, rows, d, eps, mean, inv):
-    """mean[r] and inv[r] = 1 / sqrt(variance + eps) of each row of d elements, in float64."""
+    """mean[r] and inv[r] = 1 / sqrt(variance + eps) of each row of d elements, in float64 --
+    but where the row's sum, or its sum of squared deviations, is beyond float32's range, what
+    the spec's float32 statistics (stash_type 1) give: a mean of +-inf (every output NaN), an
+    inv of 0 (every output the bias). Found with tools/fuzz_graphs.py --special: a row holding
+    8.5e37 gave numba the exact normalised values, the reference, onnxruntime and
+    onnx.reference the bias."""
     for r in prange(rows):
         row = x[r * d:(r + 1) * d]
         total = 0.0
@@ -38,8 +47,12 @@ def row_stats(x, rows, d, eps, mean, inv):
         for j in range(d):
             t = row[j] - m
             sq += t * t
-        mean[r] = m
-        inv[r] = 1.0 / math.sqrt(sq / d + eps)
+        if abs(total) > FLOAT32_MAX:
+            mean[r] = math.copysign(math.inf, total)
+            inv[r] = 0.0
+        else:
+            mean[r] = m
+            inv[r] = 0.0 if sq > FLOAT32_MAX else 1.0 / math.sqrt(sq / d + eps)
 
 
 @njit(**PJIT)
