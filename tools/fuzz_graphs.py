@@ -11,10 +11,11 @@ working in place over an input, the arena reusing a dead value's bytes, copies b
 backends, and a plan re-made for other input shapes. Any mistake there is a wrong answer with
 no error.
 
-Each seed draws a random valid float32 model (onnx's full checker passes it) of at least 3 to
-24 nodes: steps, each an op or a pattern the passes rewrite, applied to a recent value (chains)
-or an old one (long live ranges), with fan-out, a value used twice by one node, broadcast
-operands and intermediate values among the graph outputs:
+Each seed draws a random valid model (onnx's full checker passes it; float32, or ``--dtype``
+float16 / float64) of at least 3 to 24 nodes: steps, each an op or a pattern the passes
+rewrite, applied to a recent value (chains) or an old one (long live ranges), with fan-out, a
+value used twice by one node, broadcast operands and intermediate values among the graph
+outputs:
 
 * elementwise: Relu, Sigmoid, Erf, Neg, Abs, Tanh, Sqrt, Exp, Clip (min above max too), Add,
   Sub, Mul, Div; Softmax and LayerNormalization over any axis;
@@ -35,8 +36,9 @@ operands and intermediate values among the graph outputs:
   Dropout's mask; Constant nodes.
 
 The oracle interprets the model node by node, calling each op's reference
-(:class:`refmnn.ops._schema.OpDef`) on fresh C-contiguous arrays: no planning, no views
-shared between values, nothing in place. (C-contiguous, as a Session's tensors are: the
+(:class:`refmnn.ops._schema.OpDef`) on fresh C-contiguous arrays (If and Loop it runs itself,
+their bodies seeing the enclosing values): no planning, no views shared between values,
+nothing in place. (C-contiguous, as a Session's tensors are: the
 reference MatMul of a strided view may differ in the last bit, since NumPy then leaves BLAS.)
 On the reference backend the Session must match it bit for bit, NaN where NaN; on another
 backend within ``--tolerance`` of each output's largest magnitude (and Inf and NaN at the same
@@ -44,7 +46,10 @@ places). Each model is run three times -- plain, with intermediates (every value
 path of ``refmnn compare``) and plain again on other values (a second run in the same arena:
 nothing may be left over from the first) -- and with
 ``--dynamic`` its inputs have a symbolic batch dim, the ops keep axis 0 the batch, and one
-Session runs it at batch 2, 1, 3 and 2 again.
+Session runs it at batch 2, 1, 3 and 2 again. ``--special`` puts NaN, infinities, signed
+zeros, subnormals (and on the reference huge values) among the inputs; ``--no-arena`` and
+``--optimize`` set the Session's options of those names; ``--backend`` takes a preference
+order (``numba,opencl``).
 
 Outcomes: ``ok``; ``MISMATCH`` (values differ: the finding names them); ``ERROR`` (a valid
 model raised). The exit status is 1 when there was any finding; a seed reproduces its model
@@ -459,7 +464,8 @@ def _info(b: _Builder, name: str, shape: tuple[int, ...]) -> onnx.ValueInfoProto
 
 def _control(b: _Builder, kind: str, x: str, s: tuple[int, ...]) -> None:
     """If and Loop whose bodies read outer values (captures, which must stay alive and
-    unchanged until the node runs); a round trip through float16 or float64."""
+    unchanged until the node runs); a sequence or an optional holding values, read back after
+    every other step; a round trip through float16 or float64."""
     rng, other = b.rng, b.pick(lambda t: t == s) or x
     if kind == "if":
         (top,) = b.node("ReduceMax", [x], [()], pickable=False, keepdims=0)
