@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import pytest
 
 import refmnn.backend
 
@@ -139,8 +140,6 @@ def test_a_host_object_keeps_its_tensors_when_their_bytes_are_reused():
     """A sequence, an optional or a Loop of no iterations holds the tensor it was given, a
     view of arena bytes; the planner reuses those bytes once the tensor is dead, so the host
     object must hold a copy (found by tools/fuzz_graphs.py: SequenceAt returned x * x here)."""
-    import pytest
-
     x = np.array([1, 2, 3, 4], dtype=np.float32)
     for name, holder in _holders().items():
         session = refmnn.Session(_held_then_overwritten(holder))

@@ -68,6 +68,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 import refmnn
+from refmnn.compare import OK, Tolerance, compare_arrays
 from refmnn.graph import Node
 from refmnn.ops import default_registry
 from refmnn.ops._schema import OpContext
@@ -103,18 +104,20 @@ class Drawn:
         """Seeded standard normal inputs; ``batch`` replaces every input's first dim;
         ``again`` draws other values."""
         rng = np.random.default_rng([self.seed, batch or 0, int(again)])
-        info = np.finfo(self.dtype)
-        specials = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, info.smallest_subnormal,
-                             -info.tiny, *([info.max / 4, -info.max / 4] if self.huge else [])],
-                            self.dtype)
         feeds = {}
         for name, shape in self.inputs.items():
             x = rng.standard_normal((batch or shape[0], *shape[1:])).astype(self.dtype)
             if self.special:
                 where = rng.random(x.shape) < 0.1
-                x[where] = rng.choice(specials, int(where.sum()))
+                x[where] = rng.choice(self._specials(), int(where.sum()))
             feeds[name] = x
         return feeds
+
+    def _specials(self) -> np.ndarray:
+        info = np.finfo(self.dtype)
+        return np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, info.smallest_subnormal,
+                         -info.tiny, *([info.max / 4, -info.max / 4] if self.huge else [])],
+                        self.dtype)
 
 
 class _Builder:
@@ -629,26 +632,23 @@ def _run_body(graph: onnx.GraphProto, outer: dict[str, np.ndarray],
 
 
 def differs(got: np.ndarray, want: np.ndarray, tolerance: float | None) -> str:
-    """Why ``got`` is not ``want`` ('' when it is): bit for bit (NaN where NaN) when
-    ``tolerance`` is None or the values are no floats, else within tolerance (at least two of
-    the dtype's epsilons) * max(1, max |want|) with Inf and NaN at the same places."""
+    """Why ``got`` is not ``want`` ('' when it is): bit for bit (NaN where NaN, the sign of
+    zero too) when ``tolerance`` is None, else ``refmnn compare``'s rule with ``atol`` the
+    tolerance (at least two of a float dtype's epsilons: float16's ulp) and no ``rtol``:
+    ``|got - want| <= atol * max(1, max|want|)``, Inf and NaN at the same places, non-floats
+    equal."""
     got, want = np.asarray(got), np.asarray(want)
+    if tolerance is not None:
+        if want.dtype.kind == "f":
+            tolerance = max(tolerance, 2 * float(np.finfo(want.dtype).eps))
+        diff = compare_arrays(got, want, Tolerance(atol=tolerance, rtol=0.0))
+        return "" if diff.status == OK else f"{diff.detail} (max error {diff.max_abs:.3g})"
     if got.shape != want.shape or got.dtype != want.dtype:
         return f"{got.dtype}{list(got.shape)} where {want.dtype}{list(want.shape)}"
-    if tolerance is None or want.dtype.kind not in "fc":  # bit for bit; a bool, an integer
-        number = ~np.isnan(want)
-        same = np.array_equal(got, want, equal_nan=True) and \
-            np.array_equal(np.signbit(got[number]), np.signbit(want[number]))  # -0.0 too
-        return "" if same else f"{int((got != want).sum())} of {want.size} elements differ"
-    finite = np.isfinite(want)
-    if not np.array_equal(finite, np.isfinite(got)) or \
-            not np.array_equal(got[~finite], want[~finite], equal_nan=True):
-        return "Inf/NaN at other places"
-    with np.errstate(all="ignore"):
-        error = float(np.max(np.abs(got[finite] - want[finite]), initial=0.0))
-        relative = max(tolerance, 2 * float(np.finfo(want.dtype).eps))  # float16: its ulp
-        bound = relative * max(1.0, float(np.max(np.abs(want[finite]), initial=0.0)))
-    return "" if error <= bound else f"max error {error:.3g} > {bound:.3g}"
+    number = ~np.isnan(want) if want.dtype.kind in "fc" else np.ones(want.shape, bool)
+    same = np.array_equal(got, want, equal_nan=want.dtype.kind in "fc") and \
+        np.array_equal(np.signbit(got[number]), np.signbit(want[number]))  # -0.0 too
+    return "" if same else f"{int((got != want).sum())} of {want.size} elements differ"
 
 
 def check(drawn: Drawn, backend: str = "reference", tolerance: float | None = None,

@@ -451,11 +451,8 @@ def known_cast(sample: Sample, opset: int, peer: str) -> str | None:
         if opset < 24 and target in _FNUZ and sample.attrs.get("saturate", 1) == 1 and any(
                 np.isinf(float(str(v))) for v in x.reshape(-1)):
             return _FNUZ_INF
-        literals = np.array([float(str(v)) for v in x.reshape(-1)])
-        if target is DType.float8e8m0 and _e8m0_inf(literals, sample, peer):
-            return _E8M0_INF_REASON
-        if target is DType.float8e8m0 and _e8m0_low(literals, peer):
-            return _E8M0_LOW_REASON
+        if target is DType.float8e8m0:
+            return _known_e8m0(np.array([float(str(v)) for v in x.reshape(-1)]), sample, peer)
         return None
     with np.errstate(over="ignore", invalid="ignore"):
         wide = x.astype(np.float64)
@@ -468,10 +465,8 @@ def known_cast(sample: Sample, opset: int, peer: str) -> str | None:
     if opset < 24 and target in _FNUZ and sample.attrs.get("saturate", 1) == 1 and (
             np.isinf(wide)).any():
         return _FNUZ_INF
-    if target is DType.float8e8m0 and _e8m0_inf(wide, sample, peer):
-        return _E8M0_INF_REASON
-    if target is DType.float8e8m0 and _e8m0_low(wide, peer):
-        return _E8M0_LOW_REASON
+    if target is DType.float8e8m0 and (reason := _known_e8m0(wide, sample, peer)):
+        return reason
     if peer == "onnxruntime" and "to" not in sample.attrs and target is DType.float8e8m0 and (
             sample.attrs.get("round_mode", "up") != "up"):
         return ("onnxruntime 1.32's CastLike-24/25 ignores round_mode and rounds float8e8m0 "
@@ -546,6 +541,17 @@ def _e8m0_low(wide: np.ndarray, peer: str) -> bool:
     """Whether a float8e8m0 sample holds zero or a value up to 2^-127 (which onnx.reference
     mishandles in every mode)."""
     return peer == "onnx.reference" and bool(((wide >= 0) & (wide <= _E8M0_MIN)).any())
+
+
+def _known_e8m0(values: np.ndarray, sample: Sample, peer: str) -> str | None:
+    """The reason onnx.reference's float8e8m0 cast of ``values`` (the source's values, or a
+    string's literals) differs, or None: +inf in float32 (:func:`_e8m0_inf`), else values up to
+    2^-127 (:func:`_e8m0_low`)."""
+    if _e8m0_inf(values, sample, peer):
+        return _E8M0_INF_REASON
+    if _e8m0_low(values, peer):
+        return _E8M0_LOW_REASON
+    return None
 
 
 _EXACT = {dtype: Tol(0.0, 0.0, "a cast rounds once, to nearest with ties to even (float8: the "
