@@ -147,3 +147,72 @@ def test_session_runs_are_repeatable_and_do_not_modify_feeds():
     np.testing.assert_array_equal(first, second)
     for name in feeds:
         np.testing.assert_array_equal(feeds[name], copies[name])
+
+
+def _chain_model(size: int = 48, depth: int = 6):
+    """x [size, size] -> depth x (MatMul by a fixed matrix, Add x, Relu): enough steps, each
+    reading the arena, for runs on two threads to interleave."""
+    f = TensorProto.FLOAT
+    rng = np.random.default_rng(3)
+    weights = rng.standard_normal((size, size)).astype(np.float32) / np.sqrt(size)
+    nodes, inits, prev = [], [helper.make_tensor("W", f, [size, size], weights.ravel())], "x"
+    for i in range(depth):
+        nodes += [helper.make_node("MatMul", [prev, "W"], [f"m{i}"]),
+                  helper.make_node("Add", [f"m{i}", "x"], [f"a{i}"]),
+                  helper.make_node("Relu", [f"a{i}"], [f"r{i}"])]
+        prev = f"r{i}"
+    nodes.append(helper.make_node("Identity", [prev], ["y"]))
+    return make_model(nodes, [("x", f, [size, size])], [("y", f, [size, size])],
+                      initializers=inits)
+
+
+@pytest.mark.parametrize("backend", ["reference", "numba"])
+def test_threads_sharing_a_session_each_get_their_own_answers(backend):
+    """Runs of one Session from several threads take turns: each gets its own feeds' outputs
+    (the runs share the plan's arena). The GIL switch interval is shortened so that the
+    threads' runs interleave step by step if nothing keeps them apart."""
+    import sys
+    import threading
+
+    from refmnn.backends import BackendRegistry
+
+    info = BackendRegistry().info(backend)
+    if not info.available:
+        pytest.skip(f"backend {backend} not available here: {info.reason}")
+    sess = refmnn.Session(_chain_model(), backends=(backend,))
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal((48, 48)).astype(np.float32) for _ in range(4)]
+    want = [sess.run({"x": x})["y"] for x in xs]
+    assert not np.array_equal(want[0], want[1])
+    wrong: list[tuple[int, int]] = []
+
+    def work(thread: int) -> None:
+        for i in range(40):
+            k = (thread + i) % len(xs)
+            if not np.array_equal(sess.run({"x": xs[k]})["y"], want[k]):
+                wrong.append((thread, i))
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+    finally:
+        sys.setswitchinterval(interval)
+    assert not any(t.is_alive() for t in threads)
+    assert wrong == []
+
+
+def test_a_run_inside_its_own_callback_is_refused_not_hung():
+    sess = refmnn.Session(add_relu_model())
+    feeds = _feeds()
+
+    def nested(name, op, ins, outs):
+        sess.run(feeds)
+
+    with pytest.raises(refmnn.errors.UsageError, match="during this Session's own run"):
+        sess.run(feeds, callback=nested)
+    np.testing.assert_array_equal(sess.run(feeds)["Y"], _expected(feeds))  # still usable
