@@ -135,6 +135,46 @@ def test_a_rule_that_yields_a_negative_dim_is_a_shape_error():
         refmnn.Session(model, registry=registry)
 
 
+@pytest.mark.parametrize("backend", ["reference", "numba", "opencl"])
+def test_a_minus_one_beside_a_zero_dim_is_refused_when_planning(backend):
+    """Reshape [0, 4, 3] to [0, 4, -1] (0 copies the input dim): the -1 could be any size
+    (onnxruntime refuses it too). Planning says so, naming the node, on every backend: a
+    BERT exported with a dynamic batch, run on an empty batch, used to fail on numba with a
+    bare ValueError from the Reshape's lowering."""
+    info = BackendRegistry().info(backend)
+    if not info.available:
+        pytest.skip(f"backend {backend} not available here: {info.reason}")
+    shape = helper.make_tensor("shape", TensorProto.INT64, [3], [0, 4, -1])
+    node = helper.make_node("Reshape", ["x", "shape"], ["y"], name="the_node")
+    model = make_model([node], [("x", F, ["n", 4, 3])], [("y", F, ["n", 4, "m"])],
+                       initializers=[shape], opset=17)
+    session = refmnn.Session(model, backends=(backend,))
+    x = np.arange(24, dtype=np.float32).reshape(2, 4, 3)
+    np.testing.assert_array_equal(session.run({"x": x})["y"], x)
+    with pytest.raises(ShapeError, match=r"'the_node' \(Reshape, opset 17\).*\[0, 4, 3\].*"
+                                         r"-1 is ambiguous"):
+        session.run({"x": x[:0]})
+
+
+def test_a_lowering_rule_that_fails_is_a_shape_error_naming_the_node(monkeypatch):
+    """A lowering rule may run the op's reference on index arrays; whatever goes wrong there
+    is reported as a ShapeError about the node, not as a bare exception."""
+    from refmnn.schedule import lower
+
+    def broken(rule, em):
+        raise ValueError("no such region")
+
+    monkeypatch.setitem(lower.RULES, ("", "Transpose"), broken)
+    node = helper.make_node("Transpose", ["x"], ["y"], name="the_node", perm=[1, 0])
+    opset = 17
+    types = {"x": TensorType(DType.float32, (2, 3))}
+    with pytest.raises(ShapeError, match=r"'the_node' \(Transpose, opset 17\) with inputs "
+                                         r"\(float32\[2,3\]\).*ValueError: no such region"):
+        lower.lower_node(refmnn.load(make_model([node], [("x", F, [2, 3])],
+                                                [("y", F, [3, 2])])).nodes[0],
+                         opset, default_registry(), types, {})
+
+
 def test_an_arena_larger_than_the_machine_is_refused_before_allocating():
     """Pads of 2^40 make a 40 TiB output: a ResourceError naming the node that makes it."""
     model = _one_node("MaxPool", [("x", F, [1, 1, 5, 5])], [("y", F, [1, 1, "h", "w"])],

@@ -75,8 +75,9 @@ def _minus_one(ctx: InferContext, in_shape: tuple[Dim, ...] | None, known: list[
             left.remove(d)
     in_int = math.prod(d for d in in_shape if isinstance(d, int))
     out_int = math.prod(d for d in known if isinstance(d, int))
-    if out_int == 0:
-        return None
+    if out_int == 0:  # a literal 0 among the other dims: -1 could be any size
+        ctx.fail(f"cannot reshape {list(in_shape)}: the target's dims besides its -1, "
+                 f"{known}, multiply to 0, so the -1 is ambiguous")
     if not left:
         if in_int % out_int:
             ctx.fail(f"cannot reshape {list(in_shape)} into a shape with fixed part {known}")

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from refmnn.dtypes import DType
+from refmnn.errors import RefmnnError, ShapeError, node_label
 from refmnn.graph import Graph, Node, TensorType, ValueType
 from refmnn.ops.raster import DOMAIN as RASTER_DOMAIN, contiguous_strides
 from refmnn.ops._schema import OpDef
@@ -377,7 +378,16 @@ def lower_node(node: Node, opset: int, registry: OpRegistry, types: Mapping[str,
     first = tensor_types[0] if tensor_types else None
     if (node.domain, node.op) in WIDENED and first is not None and first.dtype in NARROW_FLOATS:
         node, tensor_types, values, back = _widen(node, tensor_types, values, first.dtype, em)
-    if not rule(RuleInput(node, opdef, opdef.bind_attrs(node.attrs), tensor_types, values, opset), em):
+    try:
+        applied = rule(RuleInput(node, opdef, opdef.bind_attrs(node.attrs), tensor_types, values,
+                                 opset), em)
+    except RefmnnError:
+        raise
+    except Exception as exc:  # a rule runs the op's reference (lower_movement): bad shapes
+        specs = ", ".join(str(t) if t is not None else "None" for t in tensor_types)
+        raise ShapeError(f"{node_label(node, opset)} with inputs ({specs}) cannot be planned: "
+                         f"{type(exc).__name__}: {exc}") from exc
+    if not applied:
         return None
     for tmp, out, dtype in back:
         em.emit("Cast", [tmp], opset=13, to=dtype.value, out=out)
