@@ -358,3 +358,45 @@ def test_concat_inputs_and_split_outputs_are_planned_as_runs_of_one_value(backen
     # T4 is written after E's own last read: only the group's merged live range keeps it off Q
     assert t4.first > slots["E"].last
     assert q.offset >= t4.offset + t4.nbytes or t4.offset >= q.offset + q.nbytes
+
+
+@pytest.mark.parametrize("backend", ["numba", "opencl"])
+def test_a_node_with_an_empty_tensor_is_the_references(backend):
+    """A batch of 0: every node that reads or writes an empty tensor is placed on the
+    reference (nothing to compute; kernels need not handle empty tensors), and the outputs
+    are the reference's. MobileNetV2 with a dynamic batch, run on a batch of 0, used to stop
+    with a ZeroDivisionError in numba's blocked 1x1 convolution's prepare."""
+    from tests.test_blocked import _inverted_residual
+
+    info = BackendRegistry().info(backend)
+    if not info.available:
+        pytest.skip(f"backend {backend} not available here: {info.reason}")
+    model, feeds = _inverted_residual()
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "n"
+    session = refmnn.Session(model, backends=(backend,), check=False)
+    reference = refmnn.Session(model, check=False)
+    steps = {}
+    for batch in (2, 0, 2):
+        x = np.resize(feeds["X"], (batch, *feeds["X"].shape[1:]))
+        got = session.run({"X": x})["Y"]
+        want = reference.run({"X": x})["Y"]
+        assert got.shape == want.shape == (batch, 16, 1, 1)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        steps[batch] = {s.node.name: s.backend for s in session.plan.steps
+                        if isinstance(s, plan_module.RunStep)}
+    assert set(steps[0].values()) == {"reference"}
+    assert "reference" not in {steps[2][name] for name in ("stem", "dw")}
+
+
+def test_a_kernel_that_fails_to_prepare_is_an_op_error_naming_the_node(monkeypatch):
+    def broken(self, spec):
+        raise ZeroDivisionError("integer division or modulo by zero")
+
+    monkeypatch.setattr(ReferenceKernel, "prepare", broken)
+    session = refmnn.Session(add_relu_model())
+    feeds = {k: np.ones((2, 3), np.float32) for k in ("A", "B")}
+    with pytest.raises(refmnn.OpError, match=r"node 'add0' \(Add, opset \d+\) with inputs "
+                                             r"\(float32\[2,3\], float32\[2,3\]\): backend "
+                                             r"'reference' could not prepare scheme reference: "
+                                             r"ZeroDivisionError"):
+        session.run(feeds)

@@ -9,8 +9,9 @@ node was placed:
 
 * on the tested backend (or, after lowering, some of its core ops are): the outputs are judged;
 * on the reference while another backend is tested: "fell back" (the backend declares the op
-  but not for this sample: dtype, opset or scheme) or "unsupported" (it does not declare the op
-  at all). Neither is a failure; the report shows them.
+  but not for this sample: dtype, opset or scheme, or the sample has an empty tensor, which the
+  planner always gives the reference) or "unsupported" (it does not declare the op at all).
+  Neither is a failure; the report shows them.
 
 The expected value is the op's reference function called directly on the same inputs (the
 reference backend runs exactly that function); for float16/bfloat16 the reference computes in

@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from refmnn.backends.base import Backend, Buffer, Kernel, Storage
+from refmnn.backends.base import Backend, Buffer, Kernel, NodeSpec, Storage
 from refmnn.backends.reference import ReferenceBackend, Slot
 from refmnn.errors import OpError, RefmnnError, ResourceError, node_context, node_label
 from refmnn.ops._schema import OpContext
@@ -72,6 +72,7 @@ class Prepared:
             else:
                 self.tensors[key] = Slot()
         self.kernels: list[Kernel | None] = []
+        self.workspaces: dict[str, Buffer] = {}  # (sized below, once every kernel is prepared)
         outer = _Values(self)
         workspace: dict[str, int] = {}
         for step in plan.steps:
@@ -80,13 +81,17 @@ class Prepared:
                 continue
             spec = plan.specs[step.node.name]
             backend = backends[step.backend]
-            if isinstance(backend, ReferenceBackend):
-                context = OpContext(step.node, step.opset, runner.run_subgraph, runner.rng, outer, plan.graph)
-                kernel: Kernel = backend.kernel_for(spec, context)
-            else:
-                scheme = _scheme(backend, step)
-                kernel = scheme.build(backend, spec)
-            kernel.prepare(spec)
+            try:
+                if isinstance(backend, ReferenceBackend):
+                    context = OpContext(step.node, step.opset, runner.run_subgraph, runner.rng,
+                                        outer, plan.graph)
+                    kernel: Kernel = backend.kernel_for(spec, context)
+                else:
+                    kernel = _scheme(backend, step).build(backend, spec)
+                kernel.prepare(spec)
+            except Exception as exc:
+                self.close()
+                _fail_to_prepare(step, spec, exc)
             workspace[step.backend] = max(workspace.get(step.backend, 0), kernel.workspace_bytes)
             self.kernels.append(kernel)
         self.workspaces = {name: _allocate(backends[name], size, Storage.WORKSPACE, plan)
@@ -236,6 +241,18 @@ class Prepared:
             backend.free(buffer)
         for name, buffer in self.workspaces.items():
             self.backends[name].free(buffer)
+
+
+def _fail_to_prepare(step: RunStep, spec: NodeSpec, exc: Exception) -> NoReturn:
+    """Raise a kernel's failure to build or prepare with the node named (as
+    :meth:`Prepared._fail` does for a failure while running)."""
+    specs = ", ".join(str(t) if t is not None else "None" for t in spec.inputs)
+    where = f"{node_label(step.node, step.opset)} with inputs ({specs})"
+    if isinstance(exc, RefmnnError):
+        exc.add_note(f"while preparing {where}")
+        raise exc
+    raise OpError(f"{where}: backend {step.backend!r} could not prepare scheme {step.scheme}: "
+                  f"{type(exc).__name__}: {exc}") from exc
 
 
 def _scheme(backend: Backend, step: RunStep) -> Any:

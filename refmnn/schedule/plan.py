@@ -142,7 +142,18 @@ def _static_tensor(t: ValueType | None) -> bool:
     return isinstance(t, TensorType) and t.is_static and t.dtype is not None and t.dtype.numpy != object
 
 
+def _empty(spec: NodeSpec) -> bool:
+    """A value of the node has no elements (a batch of 0...): there is nothing for a kernel to
+    speed up, so such a node is the reference's, and no backend's kernel has to handle empty
+    tensors (numba's blocked 1x1 convolution divided by its zero task count in ``prepare``:
+    MobileNetV2 exported with a dynamic batch, run on a batch of 0)."""
+    return any(t is not None and t.is_static and t.numel() == 0
+               for t in (*spec.inputs, *spec.outputs))
+
+
 def _find_kernel(backend: Backend, spec: NodeSpec) -> tuple[KernelDef, list[Scheme]] | None:
+    if _empty(spec):
+        return None
     dtypes = {t.dtype for t in spec.inputs if t is not None} | {t.dtype for t in spec.outputs if t is not None}
     for kdef in backend.kernels():
         if kdef.op != spec.node.op or kdef.domain != spec.node.domain:
@@ -203,6 +214,9 @@ def place_node(spec: NodeSpec, backends: Sequence[Backend], types: Mapping[str, 
             break
         if not plannable:
             skipped.append(f"{backend.name}: values not statically shaped tensors")
+            continue
+        if _empty(spec):
+            skipped.append(f"{backend.name}: an empty tensor, nothing to compute")
             continue
         found = _find_kernel(backend, spec)
         if found is None:
