@@ -753,3 +753,34 @@ def test_gather_index_out_of_range_is_an_error_naming_the_node():
     got = session.run({"X": x, "I": np.array([-1, 2], np.int64)})["Y"]
     np.testing.assert_array_equal(got, x[:, [3, 2]])
     assert session._last.backends["opencl"].stats["finish"] == 3  # one sync per run, errors too
+
+
+def test_plans_dropped_from_the_cache_free_their_kernels():
+    """A session re-planned for ever new shapes holds the kernels of the plans it keeps
+    (SIGNATURE_CACHE of them), not of every plan it made: the context used to keep every
+    kernel it had declared scalar types for (~1 MB a SqueezeNet plan, without end)."""
+    import gc
+
+    import pyopencl as cl
+
+    from refmnn.session import SIGNATURE_CACHE
+
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Relu", ["m"], ["r"]),
+             helper.make_node("Add", ["r", "x"], ["y"])]
+    w = numpy_helper.from_array(randn(8, 8), "w")
+    model = make_model(nodes, [("x", F, ["n", 8])], [("y", F, ["n", 8])], initializers=[w])
+    session = opencl_session(model)
+
+    def kernels_alive() -> int:
+        gc.collect()
+        return sum(isinstance(o, cl.Kernel) for o in gc.get_objects())
+
+    counts = []
+    for rows in range(1, 4 * SIGNATURE_CACHE + 1):
+        x = randn(rows, 8)
+        y = session.run({"x": x})["y"]
+        np.testing.assert_allclose(y, np.maximum(x @ np.asarray(numpy_helper.to_array(w)), 0) + x,
+                                   rtol=1e-5, atol=1e-5)
+        if rows % SIGNATURE_CACHE == 0:
+            counts.append(kernels_alive())
+    assert counts[1] > 0 and counts[-1] <= counts[1], counts

@@ -63,7 +63,6 @@ class Context:
             except (OSError, ValueError):
                 self.tuning = {}
         self._programs: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
-        self.typed: dict[int, Any] = {}  # kernels whose scalar argument types are declared (set_args)
         self.builds = 0
         self.dummy = cl.Buffer(self.cl, cl.mem_flags.READ_WRITE, size=64)
         # Device-side input checks (see register_check): one int the kernels set to the id of
@@ -131,17 +130,19 @@ class Launch:
         self.args = [_scalar(a) for a in args]
 
 
-def set_args(ctx: Any, kernel: Any, args: Sequence[Any]) -> None:
+def set_args(kernel: Any, args: Sequence[Any]) -> None:
     """``kernel.set_args(*args)``, the scalar types declared on the kernel's first call.
 
     Declared types make pyopencl pack the scalars with one struct call: untyped, set_args
     probes every argument and took ~115 us per launch (MobileNetV2: 55 launches, 6 ms of host
     time per run, which at 2 threads the host takes from PoCL's two workers); typed, ~1 us.
     A kernel keeps its argument kinds across launches (the same slots, buffers where buffers
-    go), so the types of the first call hold for every later one."""
-    if id(kernel) not in ctx.typed:
+    go), so the types of the first call hold for every later one. The kernel object carries
+    the mark itself: a table of the kernels typed so far, held by the context, kept every
+    kernel of every plan alive (a session re-planned for new shapes grew ~1 MB a plan)."""
+    if not getattr(kernel, "_refmnn_typed", False):
         kernel.set_scalar_arg_dtypes([a.dtype if isinstance(a, np.generic) else None for a in args])
-        ctx.typed[id(kernel)] = kernel  # held, so that the id is not reused
+        kernel._refmnn_typed = True
     kernel.set_args(*args)
 
 
@@ -236,7 +237,7 @@ class CLKernel(Kernel):
                         args += [t.buffer, t.off]
                 else:
                     args.append(a)
-            set_args(self.ctx, launch.kernel, args)
+            set_args(launch.kernel, args)
             gsize = launch.gsize
             if launch.lsize is not None:
                 gsize = tuple(-(-g // l) * l for g, l in zip(gsize, launch.lsize, strict=True))
