@@ -161,7 +161,10 @@ def lower_gemm(rule: RuleInput, em: Emitter) -> bool:
     dtype = rule.types[0].dtype.numpy
     if rule.attrs["transA"]:
         a = em.emit("Transpose", [a], opset=13, perm=(1, 0))
-    if rule.attrs["transB"]:
+    weight = rule.constants[1]
+    if rule.attrs["transB"] and weight is not None:  # a weight: transposed once, here
+        b = em.const(np.ascontiguousarray(weight.T), weight.dtype)
+    elif rule.attrs["transB"]:
         b = em.emit("Transpose", [b], opset=13, perm=(1, 0))
     has_c = len(rule.node.inputs) > 2 and bool(rule.node.inputs[2])
     y = em.emit("MatMul", [a, b], opset=13, out=None if (rule.attrs["alpha"] != 1 or has_c) else rule.node.outputs[0])
@@ -404,9 +407,10 @@ def lower_graph(graph: Graph, registry: OpRegistry, types: Mapping[str, ValueTyp
     for _ in range(4):
         changed = False
         result: list[Node] = []
+        known = {**initializers, **constants}  # a rule sees every initializer (a Gemm weight)
         for node in nodes:
             opset = graph.opset_of(node)
-            lowered = lower_node(node, opset, registry, types, constants) if wants(node, opset) else None
+            lowered = lower_node(node, opset, registry, types, known) if wants(node, opset) else None
             if lowered is None:
                 result.append(node)
                 continue

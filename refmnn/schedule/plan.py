@@ -346,12 +346,15 @@ def compile_plan(
                 spec = make_spec(node, graph, registry, types, constants)
             except Exception:
                 return False
+            if _empty(spec):  # the reference's whatever its op: lowering would change nothing
+                return False
             return place_node(spec, accelerated, types)[0] == REFERENCE
 
         graph = lower_graph(graph, registry, types, constants, wants)
         inferred = infer_types(graph, input_types, registry)
-        # Lowering can leave nodes whose inputs are all constant (a Transpose of a Gemm weight):
-        # fold them too, so they are computed once here and not copied on every run.
+        # Lowering can leave nodes whose inputs are all small constants (a Gemm's alpha times
+        # a constant C): fold them too, so they are computed once here and not on every run
+        # (a Gemm weight's transpose is made by lower_gemm itself, whatever its size).
         before = set(graph.initializers)
         graph = fold_constants(graph, inferred.constants, keep)
         if set(graph.initializers) != before:
