@@ -1,6 +1,6 @@
-"""Fit the rational approximation behind refmnn's float32 Erf (NumPy only; run offline).
+"""Fit the rational approximations behind refmnn's float32 Erf and Gelu (NumPy only; offline).
 
-    .venv/bin/python tools/fit_erf.py          # ~10 s; prints the constants and their error
+    .venv/bin/python tools/fit_erf.py          # ~20 s; prints the constants and their error
 
 ``refmnn.ops._erf._erf_float32`` evaluates erf of float32 inputs in float64 arithmetic as
 
@@ -24,6 +24,13 @@ order first), scaled so Q is monic (the numba and OpenCL kernels' Horner steps s
 multiply), checked for poles (Q keeps one sign) and checked again by float64 Horner evaluation
 on 200,000 points. The printed tuples are pasted verbatim into ``refmnn/ops/_erf.py``
 (_ERF32_P, _ERF32_Q).
+
+Gelu (``_gelu_float32``) needs 1 - Phi(|x|) = erfc(t) / 2, t = |x| / sqrt(2), to a small
+*relative* error, which 1 - erf cannot give (it cancels): erfc(t) = exp(-t^2) erfcx(t) with
+the scaled complementary error function erfcx(t) = exp(t^2) erfc(t), smooth and slowly varying
+(1 at 0, ~1 / (t sqrt(pi)) far out), fitted the same way as P(t) / Q(t) of degrees 5 / 6 on
+t in [0, 11] (past t = 11, |x| > 15.5, Gelu's float32 result is x or 0 whatever erfcx is)
+against ``math.erfc(t) * math.exp(t * t)``: _ERFCX_P, _ERFCX_Q.
 """
 
 from __future__ import annotations
@@ -37,12 +44,19 @@ from numpy.polynomial.polynomial import polyval
 
 CLIP = 4.0  # erf of float32 |x| >= 3.9192 rounds to 1
 DEGREES = (6, 6)
+ERFCX_CLIP = 11.0
+ERFCX_DEGREES = (5, 6)
 
 
 def g(z: np.ndarray) -> np.ndarray:
     """erf(sqrt(z)) / sqrt(z), with its limit 2/sqrt(pi) at z = 0."""
     return np.array([math.erf(math.sqrt(v)) / math.sqrt(v) if v > 0 else 2 / math.sqrt(math.pi)
                      for v in z])
+
+
+def erfcx(t: np.ndarray) -> np.ndarray:
+    """exp(t^2) erfc(t), the scaled complementary error function."""
+    return np.array([math.erfc(v) * math.exp(v * v) for v in t])
 
 
 def fit(f: Callable[[np.ndarray], np.ndarray], m: int, n: int, lo: float, hi: float,
@@ -90,6 +104,12 @@ def main() -> None:
     check(f"erf(x) = x P(x^2)/Q(x^2), |x| <= {CLIP}, degrees {DEGREES} (nodes: {node_err:.2g})",
           p, q, z, x * polyval(z, p) / polyval(z, q), np.array([math.erf(v) for v in x]))
     for name, c in (("_ERF32_P", p), ("_ERF32_Q", q)):
+        print(f"{name} = (" + ", ".join(repr(float(v)) for v in c) + ")")
+    p, q, node_err = fit(erfcx, *ERFCX_DEGREES, 0.0, ERFCX_CLIP)
+    t = np.linspace(0.0, ERFCX_CLIP, 200_001)
+    check(f"erfcx(t) = P(t)/Q(t), 0 <= t <= {ERFCX_CLIP}, degrees {ERFCX_DEGREES} "
+          f"(nodes: {node_err:.2g})", p, q, t, polyval(t, p) / polyval(t, q), erfcx(t))
+    for name, c in (("_ERFCX_P", p), ("_ERFCX_Q", q)):
         print(f"{name} = (" + ", ".join(repr(float(v)) for v in c) + ")")
 
 
