@@ -216,3 +216,19 @@ def test_a_run_inside_its_own_callback_is_refused_not_hung():
     with pytest.raises(refmnn.errors.UsageError, match="during this Session's own run"):
         sess.run(feeds, callback=nested)
     np.testing.assert_array_equal(sess.run(feeds)["Y"], _expected(feeds))  # still usable
+
+
+def test_ieee_overflow_is_an_answer_not_a_warning():
+    """3e38 * 10 = inf and inf - inf = NaN are the ops' results; a run does not warn about
+    them (under warnings-as-errors it used to fail with an OpError on valid input)."""
+    import warnings
+
+    f = TensorProto.FLOAT
+    nodes = [helper.make_node("Mul", ["A", "A"], ["M"], name="mul"),
+             helper.make_node("Sub", ["M", "M"], ["Y"], name="sub")]
+    model = make_model(nodes, [("A", f, [2])], [("Y", f, [2]), ("M", f, [2])])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = refmnn.Session(model).run({"A": np.array([3e38, 2.0], np.float32)})
+    np.testing.assert_array_equal(out["M"], [np.inf, 4.0])
+    assert np.isnan(out["Y"][0]) and out["Y"][1] == 0

@@ -247,15 +247,18 @@ def swiglu(A: np.ndarray, B: np.ndarray, *, alpha: float) -> np.ndarray:
 
 
 def _softmax(x: np.ndarray, axis: int, out: np.ndarray | None = None) -> np.ndarray:
-    # initial=-inf: a zero-size axis gives an empty result instead of an error
-    e = np.subtract(x, x.max(axis=axis, keepdims=True, initial=-np.inf), out=out)
+    # initial=-inf: a zero-size axis gives an empty result instead of an error. A row of -inf
+    # gives NaN (-inf - -inf), as the formula does: no NumPy warning for it (errstate).
+    with np.errstate(invalid="ignore"):
+        e = np.subtract(x, x.max(axis=axis, keepdims=True, initial=-np.inf), out=out)
     np.exp(e, out=e)
     e /= sum_along(e, axis=axis)
     return e
 
 
 def _log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
-    shifted = np.subtract(x, x.max(axis=axis, keepdims=True, initial=-np.inf))
+    with np.errstate(invalid="ignore"):  # a row of -inf: NaN, as in _softmax
+        shifted = np.subtract(x, x.max(axis=axis, keepdims=True, initial=-np.inf))
     return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
 
 

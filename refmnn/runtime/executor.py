@@ -116,7 +116,11 @@ class Prepared:
         for backend in self.backends.values():
             backend.begin_run()
         try:
-            seen = self._steps(feeds, intermediates, callback)
+            # inf and NaN from overflow or invalid operations are the ops' IEEE answers, not
+            # something to warn about (nor, under warnings-as-errors, to fail on): NumPy's
+            # floating-point warnings are off for the run (a callback's arithmetic too)
+            with np.errstate(all="ignore"):
+                seen = self._steps(feeds, intermediates, callback)
         finally:  # a failed run must still restore what begin_run changed (thread settings...)
             for backend in self.backends.values():
                 backend.end_run()
