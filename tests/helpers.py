@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import onnx
@@ -74,3 +74,30 @@ def install_distribution(site: Path, dist: str, version: str, entry_points: str,
     (info / "RECORD").write_text("")
     for name, source in modules.items():
         (site / f"{name}.py").write_text(source)
+
+
+def in_forked_child(work: Callable[[], object], timeout: int = 120) -> str:
+    """Run ``work()`` in a child made by ``os.fork`` (as a multiprocessing pool with the "fork"
+    start method does): "ran", or the exception it raised as "Type: message", or how the child
+    ended when it sent nothing (killed by a signal, the alarm after ``timeout`` seconds among
+    them)."""
+    import os
+    import signal
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into the caller's stack
+        os.close(read)
+        signal.alarm(timeout)
+        try:
+            work()
+            message = "ran"
+        except BaseException as exc:  # noqa: BLE001 - reported to the parent
+            message = f"{type(exc).__name__}: {exc}"
+        os.write(write, message.encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        message = pipe.read().decode()
+    _, status = os.waitpid(pid, 0)
+    return message or f"child ended without a word (wait status {status})"

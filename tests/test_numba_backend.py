@@ -746,3 +746,24 @@ NumbaBackend(BackendConfig(options={"omp_wait": "active"})).kernels()
     if not shown:
         pytest.skip("this OpenMP runtime does not display its settings (not GNU libgomp)")
     assert shown == ["OMP_WAIT_POLICY = 'ACTIVE'"], shown
+
+
+def test_a_child_forked_while_openmp_threads_run_is_refused_not_killed():
+    """A child forked (a multiprocessing pool's "fork" start) after the parent ran a numba
+    Session: GNU OpenMP would terminate it at its first parallel loop (and the pool would wait
+    for ever), so the run and a new Session there raise a BackendError saying what to do."""
+    import numba
+
+    from tests.helpers import add_relu_model, in_forked_child
+
+    session = refmnn.Session(add_relu_model(), backends=("numba",))
+    feeds = {k: np.ones((2, 3), np.float32) for k in ("A", "B")}
+    np.testing.assert_array_equal(session.run(feeds)["Y"], np.full((2, 3), 2, np.float32))
+    again = in_forked_child(lambda: session.run(feeds))
+    new = in_forked_child(lambda: refmnn.Session(add_relu_model(), backends=("numba",)).run(feeds))
+    if numba.threading_layer() != "omp":  # workqueue and tbb survive fork
+        assert again == new == "ran"
+        return
+    for outcome in (again, new):
+        assert outcome.startswith("BackendError: numba: this process was forked"), outcome
+        assert "'spawn'" in outcome

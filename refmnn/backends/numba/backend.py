@@ -89,12 +89,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from refmnn.backends.base import Backend, BackendConfig, KernelDef, Probe
 from refmnn.backends.host import HostMemory
-from refmnn.errors import RefmnnError
+from refmnn.errors import BackendError, RefmnnError
 
 
 def kernel_fingerprint(root: Path | None = None) -> str:
@@ -172,6 +173,39 @@ def threading_layer() -> str:
         return numba.threading_layer()
 
 
+_FORKED_WITH_OMP: list[bool] = []
+"""[True] in a process forked while Numba's GNU OpenMP threads (the default layer's) ran. They do
+not survive fork: a child that runs a parallel loop is terminated by libgomp ("fork() called
+from a process already using GNU OpenMP"), and a multiprocessing pool whose worker dies so waits
+for ever. Process-wide state by nature, set by the fork hook below."""
+
+
+def _note_fork() -> None:
+    """``os.register_at_fork``'s child hook: were the parent's OpenMP threads running?"""
+    numba = sys.modules.get("numba")
+    if numba is None:
+        return
+    try:
+        if numba.threading_layer() == "omp":
+            _FORKED_WITH_OMP[:] = [True]
+    except ValueError:  # no thread started yet: the child may start its own
+        pass
+
+
+os.register_at_fork(after_in_child=_note_fork)
+
+
+def _check_not_forked() -> None:
+    """Refuse to run in a child forked while the OpenMP threads ran (see above)."""
+    if _FORKED_WITH_OMP:
+        raise BackendError(
+            "numba: this process was forked from one whose Numba OpenMP threads were running; "
+            "they do not survive fork (GNU OpenMP would terminate this process): start worker "
+            "processes with multiprocessing's 'spawn' or 'forkserver' method, fork before the "
+            "parent runs a numba Session, or give the backend options={'threading_layer': "
+            "'workqueue'}")
+
+
 class NumbaBackend(HostMemory, Backend):
     """Numba-compiled CPU kernels for refmnn's core op set (float32 first)."""
 
@@ -210,6 +244,7 @@ class NumbaBackend(HostMemory, Backend):
         return Probe(True, "", numba.__version__, ("cpu",))
 
     def kernels(self) -> Sequence[KernelDef]:
+        _check_not_forked()  # before planning, so before any kernel's prepare runs a loop
         if self._kernels is None:
             _configure_cache(self.config.options.get("cache_dir"))
             opts = self.config.options
@@ -224,6 +259,7 @@ class NumbaBackend(HostMemory, Backend):
     def begin_run(self) -> None:
         import numba
 
+        _check_not_forked()
         numba.set_num_threads(self._threads())
         self.gemm.begin()
 

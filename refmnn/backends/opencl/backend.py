@@ -40,6 +40,30 @@ from refmnn.graph import TensorType
 
 INSTALL_HINT = "pip install 'pyopencl[pocl]' mako"
 
+_RUNTIME_PID: list[int] = []
+"""The process that first called into the OpenCL runtime (a one-element list once it has). The
+runtime does not survive fork: in a child forked after it started -- a mere platform query
+suffices -- PoCL's threads are gone and the first upload waits for ever (a multiprocessing pool
+with the "fork" start method hung). Process-wide state by nature, as the runtime's is."""
+
+
+def _forked_from() -> int | None:
+    """The parent's pid when this process was forked after the runtime started, else None."""
+    return _RUNTIME_PID[0] if _RUNTIME_PID and _RUNTIME_PID[0] != os.getpid() else None
+
+
+def _runtime_starts() -> None:
+    """Call before any call into the OpenCL runtime: refuses a forked child (see above)."""
+    parent = _forked_from()
+    if parent is not None:
+        raise BackendError(
+            f"opencl: this process was forked from process {parent} after that one had started "
+            f"the OpenCL runtime, which does not survive fork (it would wait for ever); start "
+            f"worker processes with multiprocessing's 'spawn' or 'forkserver' method, or fork "
+            f"before anything in the parent touches OpenCL")
+    if not _RUNTIME_PID:
+        _RUNTIME_PID.append(os.getpid())
+
 
 def _pick(items: Sequence[Any], choice: str | int | None, what: str) -> Any:
     """``items[choice]`` by index, or the first whose name contains ``choice`` (any case)."""
@@ -114,6 +138,10 @@ class OpenCLBackend(Backend):
             return Probe(False, f"pyopencl not installed: {INSTALL_HINT} "
                                 f"({type(exc).__name__}: {exc})")
         try:
+            _runtime_starts()
+        except BackendError as exc:
+            return Probe(False, str(exc), cl.VERSION_TEXT)
+        try:
             platforms = cl.get_platforms()
         except Exception as exc:  # noqa: BLE001
             return Probe(False, f"no OpenCL platform found ({type(exc).__name__}: {exc}); "
@@ -133,6 +161,7 @@ class OpenCLBackend(Backend):
     @property
     def context(self) -> Any:
         """The lazily created :class:`refmnn.backends.opencl.kernels._common.Context`."""
+        _runtime_starts()  # also for a context made before a fork, used in the child
         if self._ctx is None:
             options = self.config.options
             pocl_dir = options.get("pocl_cache_dir")
@@ -199,6 +228,8 @@ class OpenCLBackend(Backend):
     # -- run brackets ------------------------------------------------------------------------
 
     def begin_run(self) -> None:
+        if self._ctx is not None:
+            _runtime_starts()  # a Session made before a fork, run in the child
         if self._ctx is not None and self._ctx.checks:
             import pyopencl as cl
 
