@@ -40,6 +40,53 @@ def test_planner_never_overlaps_live_values_and_respects_the_lower_bound(raw):
     assert all(offset % 64 == 0 for offset in arena.offsets.values())
 
 
+def _place_by_every_pair(order, reuse):
+    """The placement rule written plainly (every placed value tested against each new one):
+    the oracle of memory._place, which finds the values live together step by step."""
+    placed, offsets = [], {}
+    for iv in order:
+        size = align(iv.nbytes)
+        offset = 0
+        for start, end in sorted((off, off + sz) for other, off, sz in placed
+                                 if not reuse or other.overlaps(iv)):
+            if offset + size <= start:
+                break
+            offset = max(offset, end)
+        offsets[iv.key] = offset
+        placed.append((iv, offset, size))
+    return offsets, max((off + sz for _, off, sz in placed), default=0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(intervals, st.booleans())
+def test_placement_is_the_every_pair_rule(raw, reuse):
+    from refmnn.schedule.memory import _place
+
+    ivs = [Interval(f"v{i}", n, first, last) for i, (n, first, last) in enumerate(raw)]
+    assert _place(ivs, reuse) == _place_by_every_pair(ivs, reuse)
+
+
+@settings(max_examples=200, deadline=None)
+@given(intervals, st.data())
+def test_verify_no_overlap_finds_any_shared_bytes(raw, data):
+    """A plan with one value moved to a random aligned offset: verify_no_overlap raises
+    exactly when some pair live together shares bytes (checked pair by pair here)."""
+    ivs = [Interval(f"v{i}", n, first, last) for i, (n, first, last) in enumerate(raw)]
+    good = plan_arena(ivs)
+    moved = data.draw(st.sampled_from(ivs))
+    offsets = {**good.offsets, moved.key: 64 * data.draw(st.integers(0, good.peak // 64))}
+    bad = type(good)(offsets=offsets, sizes=good.sizes, peak=good.peak, total=good.total,
+                     lower_bound=good.lower_bound)
+    shares = any(a.overlaps(b) and offsets[a.key] < offsets[b.key] + bad.sizes[b.key]
+                 and offsets[b.key] < offsets[a.key] + bad.sizes[a.key]
+                 for i, a in enumerate(ivs) for b in ivs[i + 1:])
+    if shares:
+        with pytest.raises(AssertionError, match="memory plan overlap"):
+            verify_no_overlap(ivs, bad)
+    else:
+        verify_no_overlap(ivs, bad)
+
+
 def test_planner_reaches_the_bound_on_a_chain_and_shrinking_values():
     chain = [Interval(f"v{i}", 4096, i, i + 1) for i in range(20)]
     assert plan_arena(chain).peak == plan_arena(chain).lower_bound == 2 * 4096
