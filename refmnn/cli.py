@@ -8,6 +8,7 @@ unless ``--traceback`` is given.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections import Counter
@@ -40,6 +41,22 @@ def _parse_input(text: str) -> tuple[str, Path]:
     return name, Path(path)
 
 
+def _check_fits(name: str, dtype: str, shape: tuple[int, ...]) -> None:
+    """A ResourceError, before drawing, for an input whose draw (float64, 8 bytes an element)
+    would not fit in the machine's memory (``--shape input=1,3,100000,100000`` used to end in
+    NumPy's MemoryError after a long wait, or the OS killing the process)."""
+    from refmnn.errors import ResourceError
+    from refmnn.runtime.executor import physical_memory
+    from refmnn.schedule.memory import format_bytes
+
+    need = 8 * math.prod(shape)
+    memory = physical_memory()
+    if memory is not None and need > memory:
+        raise ResourceError(f"input {name!r}: random {dtype}{list(shape)} needs "
+                            f"{format_bytes(need)} to draw, the machine has "
+                            f"{format_bytes(memory)}; give smaller --shape dims")
+
+
 def random_feeds(inputs: Sequence[Any], shapes: dict[str, tuple[int, ...]], seed: int) -> dict[str, np.ndarray]:
     """Seeded random arrays for the given declared inputs, shapes from the model or --shape.
 
@@ -64,6 +81,7 @@ def random_feeds(inputs: Sequence[Any], shapes: dict[str, tuple[int, ...]], seed
                                  f"(declared {kind}); give --shape {value.name}=D1,D2,...")
             shape = tuple(int(d) for d in kind.shape)  # type: ignore[arg-type]
         dtype = kind.dtype.numpy
+        _check_fits(value.name, kind.dtype.name, shape)
         if kind.dtype.is_float:
             feeds[value.name] = rng.standard_normal(shape).astype(dtype)
         elif dtype == np.bool_:

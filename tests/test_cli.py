@@ -50,6 +50,15 @@ def test_symbolic_dim_without_shape_is_an_error_naming_it(tmp_path, capsys):
     assert "Y: float32[4, 3]" in capsys.readouterr().out
 
 
+def test_a_random_input_larger_than_the_machine_is_refused_before_drawing(tmp_path, capsys):
+    path = tmp_path / "sym.onnx"
+    path.write_bytes(add_relu_model(("batch", 3)).SerializeToString())
+    code = main(["run", str(path), "--shape", "A=100000000000,3", "--shape", "B=1,3"])
+    err = capsys.readouterr().err
+    assert code != 0 and "input 'A': random float32[100000000000, 3] needs 2.18 TiB" in err
+    assert "the machine has" in err and "Traceback" not in err
+
+
 def test_negative_shape_and_unusable_output_dir_are_usage_errors(model_path, tmp_path, capsys):
     assert main(["run", str(model_path), "--shape", "A=-1,3"]) == 2
     assert "--shape 'A=-1,3': dims must be >= 0" in capsys.readouterr().err

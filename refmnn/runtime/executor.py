@@ -268,7 +268,7 @@ def _scheme(backend: Backend, step: RunStep) -> Any:
     raise OpError(f"backend {backend.name!r} has no scheme {step.scheme!r} for {step.node.op}")
 
 
-def _physical_memory() -> int | None:
+def physical_memory() -> int | None:
     """The machine's physical memory in bytes, None where the OS does not say."""
     try:
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
@@ -280,7 +280,7 @@ def _allocate(backend: Backend, nbytes: int, storage: Storage, plan: Plan) -> Bu
     """``backend.allocate``, with a :class:`ResourceError` instead of a bare MemoryError, and
     before trying at all when a host buffer would exceed the machine's physical memory (the OS
     may hand out such an allocation lazily, and then kill the process when it is written)."""
-    memory = _physical_memory() if getattr(backend, "host_memory", False) else None
+    memory = physical_memory() if getattr(backend, "host_memory", False) else None
     failure: BaseException | None = None
     if memory is None or nbytes <= memory:
         try:
