@@ -217,11 +217,13 @@ def test_golden_round_trip(squeezenet, skewed, tmp_path, monkeypatch, capsys):
 
 
 def test_values_of_one_side_only_are_listed_not_failed(skewed, tmp_path, capsys):
-    """skewed lacks Gemm, so its plan lowers Gemm into core ops whose values A never had."""
+    """skewed lacks Gemm, so its plan lowers Gemm into core ops whose values A never had (the
+    product before alpha's Mul; the weight's transpose is made when planning)."""
     f = TensorProto.FLOAT
     rng = np.random.default_rng(0)
     w = numpy_helper.from_array(rng.standard_normal((4, 3)).astype(np.float32), "W")
-    model = make_model([helper.make_node("Gemm", ["A", "W"], ["G"], name="gemm", transB=1),
+    model = make_model([helper.make_node("Gemm", ["A", "W"], ["G"], name="gemm", transB=1,
+                                         alpha=0.5),
                         helper.make_node("Relu", ["G"], ["Y"], name="relu")],
                        [("A", f, [2, 3])], [("Y", f, [2, 4])], initializers=[w])
     path = tmp_path / "gemm.onnx"
