@@ -180,6 +180,8 @@ def cmd_info(args: argparse.Namespace) -> int:
     print("inputs:")
     for value in graph.inputs:
         print(f"  {value.name}: {value.type}")
+    for value in graph.defaults:
+        print(f"  {value.name}: {value.type} (optional: an initializer is its default)")
     print("outputs:")
     for value in graph.outputs:
         print(f"  {value.name}: {value.type}")

@@ -137,6 +137,9 @@ class Graph:
         inputs: the values a caller feeds (initializers are not listed here).
         outputs: the values a run returns, in this order.
         initializers: constant arrays by value name; arrays are read-only.
+        defaults: inputs the model also gives an initializer (ONNX: "an initializer with the
+            name of a graph input specifies a default value for it"): the initializer is used
+            unless the caller feeds the input.
         opsets: domain -> opset version (``""`` is the default ONNX domain).
         value_info: declared types of intermediate values, when the model states them.
         name: the graph's name (informational).
@@ -147,6 +150,7 @@ class Graph:
     inputs: tuple[Value, ...] = ()
     outputs: tuple[Value, ...] = ()
     initializers: Mapping[str, np.ndarray] = field(default_factory=lambda: MappingProxyType({}))
+    defaults: tuple[Value, ...] = ()
     opsets: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({"": 21}))
     value_info: Mapping[str, ValueType] = field(default_factory=lambda: MappingProxyType({}))
     name: str = "graph"

@@ -97,6 +97,7 @@ class Session:
         self._runner.compiled(self.graph)  # resolves every op now: one error lists all misses
         self._prepared: dict[tuple[Any, ...], Prepared] = {}
         self._last: Prepared | None = None
+        self._variants: dict[frozenset[str], Graph] = {}  # see _with_fed_defaults
         self._lock = threading.Lock()  # see _exclusive
         self._holder: int | None = None
         declared = {v.name: v.type for v in self.graph.inputs}
@@ -136,7 +137,8 @@ class Session:
 
         Args:
             feeds: one value per declared input (arrays; lists for sequence inputs; None for an
-                empty optional).
+                empty optional); an input the model also gives an initializer (a default,
+                ``graph.defaults``) may be fed too, and the feed replaces the default.
             intermediates: also return every intermediate value, in the order computed.
             callback: called after each node as ``callback(node_name, op, inputs, outputs)``.
 
@@ -149,11 +151,27 @@ class Session:
                 the declaration.
             OpError / ShapeError: a node failed; the message names node, op, opset and inputs.
         """
-        checked = check_feeds(self.graph.inputs, feeds)
+        checked = check_feeds(self.graph.inputs, feeds, self.graph.defaults)
         types = {name: _runtime_type(value) for name, value in checked.items()}
         with self._exclusive("run"):
-            prepared = self._prepare(types)
+            prepared = self._prepare(types, self._with_fed_defaults(checked))
             return prepared.run(checked, intermediates=intermediates, callback=callback)
+
+    def _with_fed_defaults(self, feeds: Mapping[str, Any]) -> Graph:
+        """The graph to plan when some inputs with a default are fed: those become plain
+        inputs, their initializers gone (the plan then reads them as it reads any input, never
+        folding or packing the defaults). Made once per set of fed defaults."""
+        fed = tuple(v for v in self.graph.defaults if v.name in feeds)
+        if not fed:
+            return self.graph
+        names = frozenset(v.name for v in fed)
+        graph = self._variants.get(names)
+        if graph is None:
+            initializers = {k: a for k, a in self.graph.initializers.items() if k not in names}
+            graph = self.graph.replace(inputs=self.graph.inputs + fed, defaults=tuple(
+                v for v in self.graph.defaults if v.name not in names), initializers=initializers)
+            self._variants[names] = graph
+        return graph
 
     def explain(self, shapes: Mapping[str, Sequence[int]] | None = None) -> str:
         """The plan for ``shapes`` (or the last plan) as a table with a memory summary."""
@@ -209,12 +227,15 @@ class Session:
                 types[value.name] = declared
         return types
 
-    def _prepare(self, types: Mapping[str, ValueType | None]) -> Prepared:
+    def _prepare(self, types: Mapping[str, ValueType | None], graph: Graph | None = None
+                 ) -> Prepared:
+        """The prepared plan for these input types (``graph``: :meth:`_with_fed_defaults`'s,
+        whose extra inputs are part of ``types`` and so of the signature)."""
         signature = tuple(sorted((name, str(t)) for name, t in types.items()))
         prepared = self._prepared.get(signature)
         if prepared is None:
             backends = [self._backends[name] for name in self.backends]
-            plan = compile_plan(self.graph, types, self.registry, backends,
+            plan = compile_plan(graph or self.graph, types, self.registry, backends,
                                 reference_arena=self.arena, optimize=self.optimize)
             prepared = Prepared(plan, self._backends, self._runner)
             if len(self._prepared) >= SIGNATURE_CACHE:
@@ -260,8 +281,10 @@ def _as_array(name: str, value: Any) -> np.ndarray:
     raise InputError(f"input {name!r}: expected a numpy array, got {type(value).__name__}")
 
 
-def check_feeds(declared: Sequence[Value], feeds: Mapping[str, Any]) -> dict[str, Any]:
-    """Check feeds against the declared inputs; returns them as arrays (scalars made 0-d).
+def check_feeds(declared: Sequence[Value], feeds: Mapping[str, Any],
+                defaults: Sequence[Value] = ()) -> dict[str, Any]:
+    """Check feeds against the declared inputs (and any of the inputs with a default that are
+    fed); returns them as arrays (scalars made 0-d).
 
     Symbolic dims must be bound consistently: the same symbol has one size in one run.
     """
@@ -269,7 +292,8 @@ def check_feeds(declared: Sequence[Value], feeds: Mapping[str, Any]) -> dict[str
     if not isinstance(feeds, Mapping):
         raise InputError(f"feeds must map input names to values, got {type(feeds).__name__}; "
                          f"the model's inputs are {names}")
-    unknown = sorted(set(feeds) - set(names))
+    declared = [*declared, *(v for v in defaults if v.name in feeds)]
+    unknown = sorted(set(feeds) - {v.name for v in declared})
     missing = [n for n in names if n not in feeds]
     if unknown or missing:
         parts = []
@@ -277,7 +301,9 @@ def check_feeds(declared: Sequence[Value], feeds: Mapping[str, Any]) -> dict[str
             parts.append(f"missing feed(s) {missing}")
         if unknown:
             parts.append(f"unknown input name(s) {unknown}")
-        raise InputError("; ".join(parts) + f"; the model's inputs are {names}")
+        also = [v.name for v in defaults]
+        raise InputError("; ".join(parts) + f"; the model's inputs are {names}" +
+                         (f" (and, with a default, {also})" if also else ""))
     bound: dict[str, int] = {}
     checked: dict[str, Any] = {}
     for value in declared:

@@ -232,3 +232,33 @@ def test_ieee_overflow_is_an_answer_not_a_warning():
         out = refmnn.Session(model).run({"A": np.array([3e38, 2.0], np.float32)})
     np.testing.assert_array_equal(out["M"], [np.inf, 4.0])
     assert np.isnan(out["Y"][0]) and out["Y"][1] == 0
+
+
+def test_an_input_with_an_initializer_is_a_default_a_feed_replaces():
+    """ONNX IR: "an initializer with the name of a graph input specifies a default value for
+    it" (IR 3 models list every initializer as an input). Without a feed the initializer is
+    used; a feed replaces it (it used to be refused as an unknown input); the plans of both
+    are kept apart."""
+    from onnx import numpy_helper
+
+    f = TensorProto.FLOAT
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")]
+    weight = np.arange(6, dtype=np.float32).reshape(3, 2)
+    model = make_model(nodes, [("x", f, [1, 3]), ("w", f, [3, 2])], [("y", f, [1, 2])],
+                       initializers=[numpy_helper.from_array(weight, "w")], opset=9)
+    model.ir_version = 3
+    x = np.ones((1, 3), np.float32)
+    other = np.ones((3, 2), np.float32)
+    for backend in ("reference", "numba"):
+        if not refmnn.backends.BackendRegistry().info(backend).available:
+            continue
+        sess = refmnn.Session(model, backends=(backend,))
+        assert [v.name for v in sess.inputs] == ["x"]
+        np.testing.assert_array_equal(sess.run({"x": x})["y"], x @ weight)
+        np.testing.assert_array_equal(sess.run({"x": x, "w": other})["y"], x @ other)
+        np.testing.assert_array_equal(sess.run({"x": x})["y"], x @ weight)
+        with pytest.raises(InputError, match="input 'w': dtype float64 given"):
+            sess.run({"x": x, "w": other.astype(np.float64)})
+        with pytest.raises(InputError, match=r"unknown input name\(s\) \['v'\].*with a "
+                                             r"default, \['w'\]"):
+            sess.run({"x": x, "v": other})

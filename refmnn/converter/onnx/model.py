@@ -166,6 +166,7 @@ def convert_graph(proto: onnx.GraphProto, ctx: _Ctx) -> Graph:
     for sparse in proto.sparse_initializer:
         initializers[sparse.values.name] = sparse_to_array(sparse, ctx.base_dir)
     inputs = tuple(_value(v) for v in proto.input if v.name not in initializers)
+    defaults = tuple(_value(v) for v in proto.input if v.name in initializers)
     outputs = tuple(_value(v) for v in proto.output)
     value_info = {v.name: _value(v).type for v in proto.value_info if v.type.WhichOneof("value")}
     nodes = []
@@ -189,7 +190,7 @@ def convert_graph(proto: onnx.GraphProto, ctx: _Ctx) -> Graph:
                           outputs=tuple(_text_field(x, f"an output name of {where}")
                                         for x in n.output), attrs=attrs))
     return Graph(nodes=tuple(nodes), inputs=inputs, outputs=outputs, initializers=initializers,
-                 opsets=dict(ctx.opsets), value_info=value_info, name=proto.name or "graph",
+                 defaults=defaults, opsets=dict(ctx.opsets), value_info=value_info, name=proto.name or "graph",
                  ir_version=ctx.ir_version)
 
 
