@@ -81,7 +81,7 @@ class RegionCopy(CLKernel):
             dst_t = outputs[self.out_of.get(id(launch), 0)]
             so, do = args[-2][1], args[-1][1]
             set_args(launch.kernel, [src_t.buffer, np.int32(int(src_t.off) + so), dst_t.buffer,
-                                               np.int32(int(dst_t.off) + do), *args[2:-2]])
+                                     np.int32(int(dst_t.off) + do), *args[2:-2]])
             cl.enqueue_nd_range_kernel(queue, launch.kernel, launch.gsize, None)
             self.backend.stats["launches"] += 1
 
