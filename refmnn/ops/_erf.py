@@ -241,8 +241,10 @@ def _gelu_float32(x: np.ndarray) -> np.ndarray:
     except within 1e-10 (relative) of a rounding midpoint. Past |x| = 15.5 (t > 11) the
     float32 result is x or +-0 whatever erfcx is. Special values as the formula gives them:
     Gelu(+-0) = +-0, Gelu(inf) = inf, Gelu(-inf) = NaN (-inf * 0), NaN stays NaN. One formula
-    for every element, blockwise as :func:`_erf_float32`: a (1, 128, 1536) tensor about 5x
-    faster than fdlibm's piecewise float64 erf with index lists.
+    for every element, blockwise as :func:`_erf_float32`, its cost independent of the data: a
+    (1, 128, 1536) tensor of N(0, 1) values 4.8 -> 2.0 ms against fdlibm's piecewise float64
+    erf (whose index lists cost little where most values are small: BERT-6 exported by
+    torch.export, six Gelu nodes, 40.3 -> 41.0 ms; ViT-Tiny, twelve, 68.3 -> 55.9 ms).
     """
     block = min(_ERF_BLOCK, np.size(x))
     powers = np.empty((_ERFCX_PQ.shape[1], block))  # rows 1, t, ..., t^6; a column per element

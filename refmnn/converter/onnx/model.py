@@ -190,8 +190,8 @@ def convert_graph(proto: onnx.GraphProto, ctx: _Ctx) -> Graph:
                           outputs=tuple(_text_field(x, f"an output name of {where}")
                                         for x in n.output), attrs=attrs))
     return Graph(nodes=tuple(nodes), inputs=inputs, outputs=outputs, initializers=initializers,
-                 defaults=defaults, opsets=dict(ctx.opsets), value_info=value_info, name=proto.name or "graph",
-                 ir_version=ctx.ir_version)
+                 defaults=defaults, opsets=dict(ctx.opsets), value_info=value_info,
+                 name=proto.name or "graph", ir_version=ctx.ir_version)
 
 
 def _text_field(value: str | bytes, what: str) -> str:
