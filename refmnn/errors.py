@@ -107,6 +107,13 @@ def node_label(node: NamedNode, opset: int) -> str:
     return f"node {node.name!r} ({qualified}, opset {opset})"
 
 
+def node_with_types(node: NamedNode, opset: int, types: Sequence[Any]) -> str:
+    """The context line of an error found while planning: the node's label and its input
+    types as declared or inferred (``str`` of each, "None" where unknown)."""
+    specs = ", ".join(str(t) if t is not None else "None" for t in types)
+    return f"{node_label(node, opset)} with inputs ({specs})"
+
+
 def node_context(node: NamedNode, opset: int, inputs: Sequence[Any]) -> str:
     """The standard context line of an error while a node runs: its label and input specs."""
     specs = ", ".join(describe_value(v) for v in inputs)

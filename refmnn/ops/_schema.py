@@ -32,7 +32,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from refmnn.errors import ShapeError, node_label
+from refmnn.errors import ShapeError, node_with_types
 from refmnn.graph import Dim, Graph, Node, TensorType, ValueType
 
 REQUIRED = object()
@@ -226,8 +226,7 @@ class InferContext:
 
     def fail(self, message: str) -> NoReturn:
         """Raise a ShapeError naming this node, its op and opset and its input types."""
-        inputs = ", ".join(str(t) if t is not None else "None" for t in self._types)
-        raise ShapeError(f"{node_label(self.node, self.opset)} with inputs ({inputs}): {message}")
+        raise ShapeError(f"{node_with_types(self.node, self.opset, self._types)}: {message}")
 
 
 InferFn = Callable[..., "ValueType | tuple[ValueType | None, ...] | None"]

@@ -18,7 +18,8 @@ import numpy as np
 
 from refmnn.backends.base import Backend, Buffer, Kernel, NodeSpec, Storage
 from refmnn.backends.reference import ReferenceBackend, Slot
-from refmnn.errors import OpError, RefmnnError, ResourceError, node_context, node_label
+from refmnn.errors import (OpError, RefmnnError, ResourceError, node_context, node_label,
+                           node_with_types)
 from refmnn.ops._schema import OpContext
 from refmnn.runtime.interpreter import Callback, Runner
 from refmnn.schedule.memory import format_bytes
@@ -250,8 +251,7 @@ class Prepared:
 def _fail_to_prepare(step: RunStep, spec: NodeSpec, exc: Exception) -> NoReturn:
     """Raise a kernel's failure to build or prepare with the node named (as
     :meth:`Prepared._fail` does for a failure while running)."""
-    specs = ", ".join(str(t) if t is not None else "None" for t in spec.inputs)
-    where = f"{node_label(step.node, step.opset)} with inputs ({specs})"
+    where = node_with_types(step.node, step.opset, spec.inputs)
     if isinstance(exc, RefmnnError):
         exc.add_note(f"while preparing {where}")
         raise exc

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from refmnn.dtypes import DType
-from refmnn.errors import RefmnnError, ShapeError, node_label
+from refmnn.errors import RefmnnError, ShapeError, node_with_types
 from refmnn.graph import Graph, Node, TensorType, ValueType
 from refmnn.ops.raster import DOMAIN as RASTER_DOMAIN, contiguous_strides
 from refmnn.ops._schema import OpDef
@@ -387,8 +387,7 @@ def lower_node(node: Node, opset: int, registry: OpRegistry, types: Mapping[str,
     except RefmnnError:
         raise
     except Exception as exc:  # a rule runs the op's reference (lower_movement): bad shapes
-        specs = ", ".join(str(t) if t is not None else "None" for t in tensor_types)
-        raise ShapeError(f"{node_label(node, opset)} with inputs ({specs}) cannot be planned: "
+        raise ShapeError(f"{node_with_types(node, opset, tensor_types)} cannot be planned: "
                          f"{type(exc).__name__}: {exc}") from exc
     if not applied:
         return None
