@@ -1,5 +1,6 @@
 """The OpenCL backend where tools/fuzz_models.py found it wrong: an outer value a subgraph reads
-while it sits in a device buffer, and tanh at the top of the float range. Skipped with the
+while it sits in a device buffer, and tanh at the top of the float range; and where the
+conformance report's ULP column did (a pass inside the tolerance): Elu near 0. Skipped with the
 probe's reason when OpenCL is missing (the helpers come from test_opencl_backend, whose import
 skips)."""
 
@@ -62,3 +63,18 @@ def test_tanh_reaches_one(op):  # type: ignore[no-untyped-def]
     if op == "Tanh":
         np.testing.assert_array_equal(got[[0, 1, 2, 4, 5, 6]], [-1, -1, -1, 1, 1, 1])
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=0)  # NaN where the reference's is
+
+
+def test_elu_keeps_its_small_negative_values():  # type: ignore[no-untyped-def]
+    """Elu(x) = alpha (exp(x) - 1) for x < 0: computed as written, exp(x) - 1 cancels, and a
+    tiny x gave 0 instead of alpha x (the conformance report's ``signed_zeros`` and ``extremal``
+    samples passed inside their absolute tolerance, 1e7 ULP from the oracle); expm1 keeps it."""
+    x = np.array([-1e-30, -1e-10, -3e-8, -1e-4, -0.01, -0.5, -1.0, -20.0, 0.0, 1e-30],
+                 np.float32)
+    model = node_model("Elu", [(10,)], attrs={"alpha": 1.5})
+    session = opencl_session(model)
+    steps = [s for s in session.resize({"x0": (10,)}).steps if isinstance(s, RunStep)]
+    assert [s.backend for s in steps] == ["opencl"]
+    got = session.run({"x0": x})["y0"]
+    want = np.where(x < 0, 1.5 * np.expm1(x.astype(np.float64)), x)
+    np.testing.assert_allclose(got, want, rtol=4e-7, atol=0)

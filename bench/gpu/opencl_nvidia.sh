@@ -20,7 +20,8 @@
 # 482 cases in 210 s and 783 in 410 s; on PoCL here, tuning off took a MatMul/Gemm/Conv subset
 # from 55.8 to 45.6 s. The zoo benchmark runs the tuned configurations, one worker process per
 # engine (PROCESSES, default 1: three, refmnn bench's default, triple the loads, which the
-# BENCH_S limit of a lent machine cannot spare).
+# BENCH_S limit of a lent machine cannot spare). BENCH_S=0 skips the zoo and the benchmark: the
+# conformance alone, e.g. CONFORMANCE_ARGS='--option tune=off --ops Abs,Tanh --checks value,error'.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:?usage: $0 OUT_DIR [WHEEL_DIR]}
@@ -46,13 +47,14 @@ fi
 { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
   python3 -c "import pyopencl as cl; [print(p.name, p.version, '|', d.name, d.version, '| fp16:', 'cl_khr_fp16' in d.extensions, '| fp64:', 'cl_khr_fp64' in d.extensions) for p in cl.get_platforms() for d in p.get_devices()]"
   python3 -m refmnn backends; } 2>&1 | tee -a "$out/machine.txt"
+timeout -s INT -k 30 "${CONFORMANCE_S:-240}" python3 -m refmnn conformance --backend opencl -q -n "${WORKERS:-8}" \
+    ${CONFORMANCE_ARGS---option tune=off} --report "$out/conformance" >"$out/conformance.log" 2>&1
+echo "conformance exit $? (124: stopped at ${CONFORMANCE_S:-240} s)"; tail -3 "$out/conformance.log"
+[ "${BENCH_S:-300}" = 0 ] && exit 0
 models=${MODELS:-resnet18 mobilenet_v2 squeezenet1_1 vit_tiny bert6}
 # the zoo, exported once (torch) before anything is timed
 python3 -c "import sys; from refmnn import zoo; [zoo.export_onnx(n) for n in sys.argv[1:]]" \
     $models >"$out/zoo.log" 2>&1 || tail -20 "$out/zoo.log"
-timeout -s INT -k 30 "${CONFORMANCE_S:-240}" python3 -m refmnn conformance --backend opencl -q -n "${WORKERS:-8}" \
-    ${CONFORMANCE_ARGS---option tune=off} --report "$out/conformance" >"$out/conformance.log" 2>&1
-echo "conformance exit $? (124: stopped at ${CONFORMANCE_S:-240} s)"; tail -3 "$out/conformance.log"
 timeout -s INT -k 30 "${BENCH_S:-300}" python3 -m refmnn bench $models \
     --backends reference,opencl --peers onnxruntime,torch,torch-cuda --threads "${THREADS:-16}" \
     --repeat "${REPEAT:-30}" --processes "${PROCESSES:-1}" --out "$out/bench" --no-progress 2>&1 | tee "$out/bench.log" | tail -40

@@ -101,7 +101,7 @@ __kernel void binary(__global const store_t *a, int a_off, __global const store_
 #elif UCODE == U_RECIPROCAL
 #define UNARY(x) (1.0f / (x))
 #elif UCODE == U_ELU
-#define UNARY(x) ((x) < 0.0f ? alpha * (exp(x) - 1.0f) : (x))
+#define UNARY(x) ((x) < 0.0f ? alpha * expm1(x) : (x))  /* expm1: exp(x) - 1 cancels near 0 */
 #endif
 #endif
 
