@@ -121,12 +121,24 @@ def test_missing_file_is_a_model_error(tmp_path):
         refmnn.Session(str(tmp_path / "nope.onnx"))
 
 
-def test_model_failing_validation_is_a_model_error():
+@pytest.mark.parametrize("form", ["proto", "bytes", "path", "path with external data"])
+def test_model_failing_validation_is_a_model_error(tmp_path, form):
+    """Whatever form the model comes in: a file or bytes are checked as the bytes read (a
+    model with external data fails that check, then passes or fails the check by its path)."""
     f = TensorProto.FLOAT
-    model = make_model([helper.make_node("Add", ["A", "undefined"], ["Y"], name="add")],
-                       [("A", f, [2])], [("Y", f, [2])])
-    with pytest.raises(ModelError, match="fails ONNX validation"):
-        refmnn.Session(model)
+    init = numpy_helper.from_array(np.ones(2, np.float32), "W")
+    model = make_model([helper.make_node("Add", ["A", "undefined"], ["Y"], name="add"),
+                        helper.make_node("Add", ["Y", "W"], ["Z"], name="add_w")],
+                       [("A", f, [2])], [("Z", f, [2])], initializers=[init])
+    source: object = model
+    if form == "bytes":
+        source = model.SerializeToString()
+    elif form.startswith("path"):
+        source = str(tmp_path / "m.onnx")
+        onnx.save_model(model, source, save_as_external_data=form.endswith("data"),
+                        location="w.bin", size_threshold=0)
+    with pytest.raises(ModelError, match="fails ONNX validation.*undefined"):
+        refmnn.Session(source)
 
 
 def test_unsupported_ops_are_all_listed_before_running():

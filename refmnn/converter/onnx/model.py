@@ -8,7 +8,7 @@ graph, subgraphs, attributes and initializers.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,18 +24,37 @@ from refmnn.ops.registry import OpRegistry
 Source = str | os.PathLike[str] | bytes | onnx.ModelProto
 
 
-def read_model(source: Source) -> tuple[onnx.ModelProto, str | None]:
-    """Parse a model and return it with the folder its external data is read from."""
+def read_model(source: Source, check: bool = False) -> tuple[onnx.ModelProto, str | None]:
+    """Parse a model and return it with the folder its external data is read from; with
+    ``check``, validated by the ONNX checker first (a failure is a :class:`ModelError`).
+
+    A file or bytes are checked as the bytes already read, before they are parsed here:
+    ``check_model(path)`` would read and parse the file once more (BERT-base, 435 MB: 1.07 s
+    against 0.26 s for the bytes), and checking the parsed ModelProto serializes it again (1.48
+    s), a third copy of the weights in memory. A model whose tensors live in external files
+    fails the bytes check (the checker looks for them beside the working directory), so a
+    failed check of a file is repeated with its path, which resolves them against its folder.
+    """
     if isinstance(source, onnx.ModelProto):
+        if check:
+            validate(source)
         return source, None
     if isinstance(source, bytes | bytearray | memoryview):
-        return _parse(bytes(source), "<bytes>"), None
-    path = Path(source)
-    if not path.exists():
-        raise ModelError(f"model file {str(path)!r} does not exist")
-    if path.is_dir():
-        raise ModelError(f"{str(path)!r} is a folder, not a model file")
-    return _parse(path.read_bytes(), str(path)), str(path.parent)
+        data, where, path = bytes(source), "model", None
+    else:
+        path = Path(source)
+        if not path.exists():
+            raise ModelError(f"model file {str(path)!r} does not exist")
+        if path.is_dir():
+            raise ModelError(f"{str(path)!r} is a folder, not a model file")
+        data, where = path.read_bytes(), str(source)
+    problem = _checker_problem(data) if check and data else None
+    model = _parse(data, "<bytes>" if path is None else str(path))
+    del data  # the parsed model holds everything now
+    if problem is not None and path is not None:
+        problem = _checker_problem(str(path))
+    _raise_problem(problem, where)
+    return model, None if path is None else str(path.parent)
 
 
 def _parse(data: bytes, where: str) -> onnx.ModelProto:
@@ -59,13 +78,39 @@ def validate(model: onnx.ModelProto, where: str = "model", path: str | None = No
     With ``path`` the checker reads the file itself, so external data is checked relative to the
     model's folder (and models over 2 GB can be checked at all).
     """
+    _raise_problem(_checker_problem(model if path is None else path), where)
+
+
+def _checker_problem(model: onnx.ModelProto | bytes | str) -> str | None:
+    """What the ONNX checker finds wrong with a model (as a ModelProto, its bytes or its path,
+    which resolves external data against the model's folder), or None."""
     try:
-        onnx.checker.check_model(path if path is not None else model)
+        onnx.checker.check_model(model)
     except onnx.checker.ValidationError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else "invalid model"
-        raise ModelError(f"{where} fails ONNX validation: {first}") from exc
+        return str(exc).strip().splitlines()[0] if str(exc).strip() else "invalid model"
     except Exception as exc:  # the checker raises plain errors on some malformed protos
-        raise ModelError(f"{where} fails ONNX validation: {exc}") from exc
+        return str(exc)
+    return None
+
+
+def _raise_problem(problem: str | None, where: str) -> None:
+    if problem is not None:
+        raise ModelError(f"{where} fails ONNX validation: {problem}")
+
+
+def _return_freed_memory() -> None:
+    """Hand the C heap's free pages back to the system (glibc's ``malloc_trim``; nothing where
+    the C library has none). Parsing keeps the weights in protobuf's buffers until the
+    conversion has copied them into arrays; once those are freed, glibc keeps most of their
+    pages for later allocations. BERT-base (435 MB of weights) loaded by a Session: 792 MB more
+    resident than before loading without the trim, 429 MB with it (the trim takes ~0.02 s)."""
+    import ctypes
+
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return
+    trim(0)
 
 
 def _opsets(model: onnx.ModelProto) -> dict[str, int]:
@@ -159,8 +204,10 @@ class _Ctx:
         self.counter = 0
 
 
-def convert_graph(proto: onnx.GraphProto, ctx: _Ctx) -> Graph:
-    """Convert a GraphProto (the main graph or a subgraph) with its initializers."""
+def convert_graph(proto: onnx.GraphProto, ctx: _Ctx,
+                  node_protos: Sequence[onnx.NodeProto] | None = None) -> Graph:
+    """Convert a GraphProto (the main graph or a subgraph) with its initializers;
+    ``node_protos`` (the main graph's, functions inlined) in place of its own nodes."""
     initializers = {_text_field(t.name, "an initializer's name"): to_array(t, ctx.base_dir)
                     for t in proto.initializer}
     for sparse in proto.sparse_initializer:
@@ -171,7 +218,7 @@ def convert_graph(proto: onnx.GraphProto, ctx: _Ctx) -> Graph:
     value_info = {v.name: _value(v).type for v in proto.value_info if v.type.WhichOneof("value")}
     nodes = []
     used_names: set[str] = set()
-    for index, n in enumerate(proto.node):
+    for index, n in enumerate(proto.node if node_protos is None else node_protos):
         op_type = _text_field(n.op_type, f"the op type of node #{index}")
         name = _text_field(n.name, f"the name of node #{index} ({op_type})") or \
             f"{op_type}_{index}"
@@ -212,23 +259,17 @@ def _value(proto: onnx.ValueInfoProto) -> Value:
 
 def from_onnx(source: Source, registry: OpRegistry, *, check: bool = True) -> Graph:
     """Load an ONNX model as a Graph (see the module docstring for the steps)."""
-    model, base_dir = read_model(source)
+    model, base_dir = read_model(source, check)
     where = str(source) if isinstance(source, str | os.PathLike) else "model"
-    if check:
-        validate(model, where, str(source) if base_dir is not None else None)
     opsets = _opsets(model)
     nodes = _inline(model, registry, opsets)
-    graph_proto = onnx.GraphProto()
-    graph_proto.CopyFrom(model.graph)
-    del graph_proto.node[:]
-    graph_proto.node.extend(nodes)
     ctx = _Ctx(base_dir, opsets, int(model.ir_version))
-    graph = convert_graph(graph_proto, ctx)
-    declared = {v.name for v in graph.inputs}
+    graph = convert_graph(model.graph, ctx, nodes)
+    del model, nodes  # the weights are arrays of the graph now
+    _return_freed_memory()
     for value in graph.inputs:
         if value.type is None:
             raise ModelError(f"{where}: graph input {value.name!r} has no type")
-    del declared
     return graph
 
 
