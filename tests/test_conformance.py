@@ -108,6 +108,33 @@ def test_ulp_distance_against_a_float64_oracle():
     assert 0.5 <= ulp_distance(nudged, oracle) <= 1.5
 
 
+def test_report_lists_passes_far_from_the_oracle(tmp_path):
+    """A pass thousands of ULPs out where the reference is close is listed apart (OpenCL's Elu
+    of -1e-30 gave 0: 1e7 ULPs, inside the absolute tolerance); ordinary spreads are not."""
+    from refmnn_conformance import report
+
+    def record(name: str, status: str, ulp: float | None, ref: float | None) -> dict:
+        return {"id": name, "case": name, "backend": "b", "dtype": "float32", "check": "value",
+                "status": status, "ulp_backend": ulp, "ulp_reference": ref, "max_rel": 1.0}
+
+    records = [record("Elu-near-zero", "pass", 1.06e7, 0.0),
+               record("LayerNorm-wide", "pass", 3594.0, 292.0),  # 12x: summation order
+               record("Sum-cancelled", "pass", 5e4, 768.0),  # the reference as far too
+               record("Small", "pass", 900.0, 0.0),  # under FAR_ULP
+               record("Broken", "fail", 1e9, 0.0),  # a failure, listed as one
+               record("Integer", "pass", None, None)]
+    assert [r["id"] for r in report.far_passes(records)] == ["Elu-near-zero"]
+    report.write(tmp_path, records, {"backend": "b"})
+    markdown = (tmp_path / "report.md").read_text()
+    section = markdown.split("## Passes far from the oracle")[1].split("##")[0]
+    assert "`Elu-near-zero`: 1.06e+07 ULPs (reference 0)" in section
+    assert "LayerNorm" not in section and "Broken" not in section
+    assert markdown.rstrip().endswith("5 passed, 1 failed")
+    assert json.loads((tmp_path / "report.json").read_text())["far_from_oracle"] == [
+        "Elu-near-zero"]
+    assert "Passes far from the oracle" in (tmp_path / "report.html").read_text()
+
+
 def test_case_ids_are_unique_and_cover_the_required_ops():
     ops = {case.op for case in ALL_CASES}
     for required in ("Add", "Sub", "Mul", "Div", "Relu", "Sigmoid", "Tanh", "Erf", "Exp", "Softmax",

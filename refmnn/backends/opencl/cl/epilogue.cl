@@ -70,14 +70,20 @@ inline float activate(float v, float alpha, float lo, float hi) {
     return tanh_sat(v);
 #elif ACT == ACT_GELU                                   /* 0.5 v (1 + erf(v / sqrt 2)) */
 #ifdef cl_khr_fp64
-    double d = (double)v;                               /* as Gelu's reference: double, one rounding */
-    double e = erf_fit_d(d * 0.70710678118654752);     /* the fit, unrounded */
+    double d = (double)v;                               /* double, one rounding; 1 + e cancels */
+    double e = erf_fit_d(d * 0.70710678118654752);     /* below x ~ -5.5 (README: far passes) */
     return (float)(0.5 * d * (1.0 + e));
 #else
     return 0.5f * v * (1.0f + erf(v * 0.70710678118654752f));
 #endif
 #elif ACT == ACT_GELU_TANH
+#ifdef cl_khr_fp64                                      /* as the reference: double, one rounding */
+    double d = (double)v;                               /* (float: 1 + tanh cancelled from -3 on) */
+    double u = tanh(0.79788456080286536 * (d + 0.044715 * d * d * d));
+    return (float)(0.5 * d * (1.0 + u));
+#else
     return 0.5f * v * (1.0f + tanh_sat(0.79788456080286536f * (v + 0.044715f * v * v * v)));
+#endif
 #else
     return v;
 #endif
