@@ -234,6 +234,24 @@ def test_ieee_overflow_is_an_answer_not_a_warning():
     assert np.isnan(out["Y"][0]) and out["Y"][1] == 0
 
 
+@pytest.mark.parametrize("op", ["GlobalAveragePool", "MeanVarianceNormalization"])
+def test_the_mean_of_nothing_is_nan_not_a_warning(op):
+    """np.mean of an empty slice warns through Python's warnings (not NumPy's error state), so
+    a valid GlobalAveragePool over an empty image failed with an OpError under
+    warnings-as-errors. Now the reductions divide the sum by the count themselves."""
+    import warnings
+
+    f = TensorProto.FLOAT
+    shape = [1, 3, 0, 0] if op == "GlobalAveragePool" else [0, 3, 2, 2]
+    out_shape = [1, 3, 1, 1] if op == "GlobalAveragePool" else shape
+    model = make_model([helper.make_node(op, ["X"], ["Y"], name="n")], [("X", f, shape)],
+                       [("Y", f, out_shape)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y = refmnn.Session(model).run({"X": np.zeros(shape, np.float32)})["Y"]
+    assert y.shape == tuple(out_shape) and np.isnan(y).all()
+
+
 def test_an_input_with_an_initializer_is_a_default_a_feed_replaces():
     """ONNX IR: "an initializer with the name of a graph input specifies a default value for
     it" (IR 3 models list every initializer as an input). Without a feed the initializer is

@@ -6,7 +6,9 @@ handling for reductions, the matching shape rules and fast sums along the last a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -28,6 +30,18 @@ def work_dtype(dtype: np.dtype) -> np.dtype:
 def to_work(x: np.ndarray) -> np.ndarray:
     """``x`` in its working dtype (no copy when it already is)."""
     return np.asarray(x, dtype=work_dtype(x.dtype))
+
+
+def mean_along(x: np.ndarray, axes: Sequence[int], *, dtype: Any = None) -> np.ndarray:
+    """The mean over ``axes`` (kept as length-1 axes) as ``np.mean`` computes it -- the sum in
+    ``dtype`` (default x's), divided by the count as an integer, in float64 for float32 --, bit
+    for bit, without its "Mean of empty slice" warning: under ``-W error`` that warning made a
+    valid GlobalAveragePool over an empty image an OpError. Over nothing it is 0 / 0 = NaN, the
+    mean of nothing."""
+    count = np.intp(math.prod(x.shape[a] for a in axes))
+    total = np.sum(x, axis=tuple(axes), dtype=dtype, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.true_divide(total, count, out=total, casting="unsafe")
 
 
 def stash_dtype(stash_type: int) -> np.dtype:

@@ -16,7 +16,7 @@ import numpy as np
 from refmnn.dtypes import DType
 from refmnn.graph import TensorType
 from refmnn.ops._infer import dtype_of, normalize_axis, same_as, shape_of
-from refmnn.ops._reduction_util import (check_axes, stash_dtype, sum_along, to_work,
+from refmnn.ops._reduction_util import (check_axes, mean_along, stash_dtype, sum_along, to_work,
                                         work_dtype)
 from refmnn.ops._schema import Attr, InferContext, OpContext, flag, into, op
 
@@ -69,10 +69,10 @@ def _finite_or_zero(shift: np.ndarray) -> np.ndarray:
 def _centered(x: np.ndarray, axes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
     """(x - mean, mean) over ``axes`` (kept as length-1 axes), the deviations corrected by their
     own mean as in :func:`_standardize_rows` (the mean's rounding error taken off them)."""
-    mean = np.mean(x, axis=axes, keepdims=True)
+    mean = mean_along(x, axes)
     dev = x - mean
     with np.errstate(invalid="ignore"):
-        shift = _finite_or_zero(np.mean(dev, axis=axes, keepdims=True))
+        shift = _finite_or_zero(mean_along(dev, axes))
     dev -= shift
     return dev, mean + shift
 
@@ -108,7 +108,7 @@ def _bn_training(X: np.ndarray, scale: np.ndarray, B: np.ndarray, mean: np.ndarr
     x = to_work(X)
     axes = tuple(i for i in range(x.ndim) if i != 1) if spatial and x.ndim > 1 else (0,)
     dev, batch_mean = _centered(x, axes)
-    batch_var = np.mean(dev * dev, axis=axes, keepdims=True)
+    batch_var = mean_along(dev * dev, axes)
     y = dev / np.sqrt(batch_var + w.type(epsilon))
     y = y * _per_channel(scale.astype(w), X) + _per_channel(B.astype(w), X)
     batch_mean = batch_mean.reshape(mean.shape)
@@ -397,7 +397,7 @@ def mean_variance_normalization(X: np.ndarray, *, axes: tuple[int, ...]) -> np.n
     chosen = check_axes(axes, X.ndim)
     x = to_work(X)
     dev, _ = _centered(x, chosen)
-    std = np.sqrt(np.mean(dev * dev, axis=chosen, keepdims=True))
+    std = np.sqrt(mean_along(dev * dev, chosen))
     return (dev / (std + x.dtype.type(1e-9))).astype(X.dtype, copy=False)
 
 

@@ -32,6 +32,7 @@ from refmnn.dtypes import DType
 from refmnn.graph import TensorType
 from refmnn.ops import _window as win
 from refmnn.ops._infer import dtype_of, shape_of
+from refmnn.ops._reduction_util import mean_along
 from refmnn.ops._schema import Attr, InferContext, flag, op
 
 # -- shared attributes ------------------------------------------------------------------------
@@ -322,7 +323,7 @@ def global_average_pool(X: np.ndarray) -> np.ndarray:
     """Mean over all spatial axes: (N, C, *in) -> (N, C, 1, ..., 1). float16/bfloat16 average
     in float32; an empty spatial extent gives NaN. Version 22 adds bfloat16."""
     dtype = _compute_dtype(X.dtype)
-    return np.mean(X, axis=_spatial_axes(X), dtype=dtype, keepdims=True).astype(X.dtype)
+    return mean_along(X, _spatial_axes(X), dtype=dtype).astype(X.dtype)
 
 
 @op("GlobalMaxPool", since=1, inputs=("X",), outputs=("Y",), infer=_global_rule)
