@@ -248,9 +248,9 @@ def _gelu_float32(x: np.ndarray) -> np.ndarray:
     The side is chosen without a mask: Phi = |s - e| with s = 1 where x >= 0, else 0 (NaN: 0),
     which is 1 - e on the right and exactly e on the left, the same bits as selecting with
     ``putmask`` did (bit-equal on 9M N(0, 1) x {1, 3, 10} inputs, the special values and 2M
-    random bit patterns, of which only NaNs' sign bits differ), and the 1/2 is folded into P's coefficients (exact). A (1, 128,
-    1536) tensor of N(0, 1) values, alternating in one process: 1.94 -> 1.25 ms (fdlibm's
-    piecewise float64 erf, before this fit: 4.8 ms).
+    random bit patterns, of which only NaNs' sign bits differ), and the 1/2 is folded into P's
+    coefficients (exact). A (1, 128, 1536) tensor of N(0, 1) values, alternating in one
+    process: 1.94 -> 1.25 ms (fdlibm's piecewise float64 erf, before this fit: 4.8 ms).
     """
     block = min(_ERF_BLOCK, np.size(x))
     powers = np.empty((_HALF_ERFCX_PQ.shape[1], block))  # rows 1, t, ..., t^6; a column each

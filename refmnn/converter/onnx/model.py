@@ -1,6 +1,6 @@
 """ONNX ModelProto to a refmnn :class:`~refmnn.graph.Graph`.
 
-Steps: parse (path, bytes or ModelProto) -> validate with ``onnx.checker`` -> inline
+Steps: validate with ``onnx.checker`` and parse (path, bytes or ModelProto) -> inline
 model-local functions, and the function bodies of ops refmnn does not define itself -> convert
 graph, subgraphs, attributes and initializers.
 """
