@@ -5,8 +5,8 @@ a cell says pass, fail, xfail, fell back, unsupported (or reference error for an
 reference itself cannot run), how many samples, the largest relative error and the largest
 distance in ULPs from the float64 oracle. Passes far from the oracle (:func:`far_passes`) are
 listed apart: inside the tolerance, but where the reference is close. Everything is sorted
-and nothing depends on the clock, so two runs of the same suite diff clean. The last line of the Markdown (and of the
-terminal summary) is exactly ``N passed, N failed``.
+and nothing depends on the clock, so two runs of the same suite diff clean. The last line of
+the Markdown (and of the terminal summary) is exactly ``N passed, N failed``.
 """
 
 from __future__ import annotations

@@ -33,11 +33,11 @@ def to_work(x: np.ndarray) -> np.ndarray:
 
 
 def mean_along(x: np.ndarray, axes: Sequence[int], *, dtype: Any = None) -> np.ndarray:
-    """The mean over ``axes`` (kept as length-1 axes) as ``np.mean`` computes it -- the sum in
-    ``dtype`` (default x's), divided by the count as an integer, in float64 for float32 --, bit
-    for bit, without its "Mean of empty slice" warning: under ``-W error`` that warning made a
-    valid GlobalAveragePool over an empty image an OpError. Over nothing it is 0 / 0 = NaN, the
-    mean of nothing."""
+    """The mean of a float ``x`` over ``axes`` (kept as length-1 axes) as ``np.mean`` computes
+    it -- the sum in ``dtype`` (default x's), divided by the count as an integer, in float64 for
+    float32 --, bit for bit, without its "Mean of empty slice" warning: under ``-W error`` that
+    warning made a valid GlobalAveragePool over an empty image an OpError. Over nothing it is
+    0 / 0 = NaN, the mean of nothing."""
     count = np.intp(math.prod(x.shape[a] for a in axes))
     total = np.sum(x, axis=tuple(axes), dtype=dtype, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
