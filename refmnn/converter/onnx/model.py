@@ -98,6 +98,12 @@ def _raise_problem(problem: str | None, where: str) -> None:
         raise ModelError(f"{where} fails ONNX validation: {problem}")
 
 
+TRIM_BYTES = 64 << 20
+"""Weights from which a load hands the freed pages back (:func:`_return_freed_memory`): the
+trim walks the whole C heap, ~8-12 ms in a process with a fragmented one (a test run), which
+tripled the load of a one-node model (5 -> 17 ms) for nothing worth returning."""
+
+
 def _return_freed_memory() -> None:
     """Hand the C heap's free pages back to the system (glibc's ``malloc_trim``; nothing where
     the C library has none). Parsing keeps the weights in protobuf's buffers until the
@@ -266,7 +272,8 @@ def from_onnx(source: Source, registry: OpRegistry, *, check: bool = True) -> Gr
     ctx = _Ctx(base_dir, opsets, int(model.ir_version))
     graph = convert_graph(model.graph, ctx, nodes)
     del model, nodes  # the weights are arrays of the graph now
-    _return_freed_memory()
+    if sum(a.nbytes for a in graph.initializers.values()) >= TRIM_BYTES:
+        _return_freed_memory()
     for value in graph.inputs:
         if value.type is None:
             raise ModelError(f"{where}: graph input {value.name!r} has no type")
