@@ -318,7 +318,9 @@ def build_parser() -> argparse.ArgumentParser:
     compare.set_defaults(func=cmd_compare)
 
     demo = sub.add_parser("demo", help="export a zoo model, run it on every backend, compare")
-    demo.add_argument("model", nargs="?", default="resnet18")
+    demo.add_argument("model", nargs="?", default="resnet18",
+                      help="a zoo model (NAME@dynamo: as torch's default exporter writes it) "
+                           "or an .onnx file (default: resnet18)")
     demo.add_argument("--cache-dir")
     demo.add_argument("--seed", type=int, default=0)
     demo.set_defaults(func=cmd_demo)

@@ -30,11 +30,18 @@ def rel_l2(got: np.ndarray, want: np.ndarray) -> float:
 def _model_and_inputs(model: str, cache_dir: str | None, seed: int) -> tuple[Path, dict[str, Any]]:
     from refmnn import zoo
 
-    if model in zoo.names():
-        return zoo.export_onnx(model, cache_dir=cache_dir), zoo.make_inputs(model, seed=seed)
+    try:
+        parsed = zoo.parse(model)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if parsed is not None:
+        name, exporter = parsed
+        return (zoo.export_onnx(name, cache_dir=cache_dir, exporter=exporter),
+                zoo.make_inputs(name, seed=seed))
     path = Path(model)
     if not path.exists():
-        raise UsageError(f"{model!r} is neither a zoo model ({', '.join(zoo.names())}) nor a file")
+        raise UsageError(f"{model!r} is neither a zoo model ({', '.join(zoo.names())}; "
+                         f"NAME@EXPORTER for exporters {', '.join(zoo.EXPORTERS)}) nor a file")
     from refmnn.cli import random_feeds
     from refmnn.session import Session
 

@@ -150,3 +150,30 @@ def test_torch_cuda_peer_is_known_but_only_run_when_asked(tmp_path: Path,
     code = cli.main([str(_tiny_model(tmp_path / "tiny.onnx")), "--peers", "torch-cuda,gpu-x",
                      "--out", str(tmp_path / "out"), "--no-progress"])
     assert code == 2  # an unknown peer is refused before anything runs
+
+
+def test_zoo_models_by_exporter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``NAME@EXPORTER`` and ``zoo@EXPORTER`` name a zoo model as another of torch's exporters
+    writes it; the default exporter keeps the bare name, duplicates are dropped."""
+    from refmnn import zoo
+    from refmnn.benchmark import models
+
+    made = []
+
+    def fake_spec(name, exporter, label, cache_dir):  # no export: only the resolution
+        made.append((name, exporter))
+        return engines.ModelSpec(name=label, path=f"/x/{label}.onnx", zoo=True,
+                                 inputs=zoo.get(name).inputs, outputs=("output",))
+
+    monkeypatch.setattr(models, "_zoo_spec", fake_spec)
+    specs = models.resolve(["bert6@dynamo", "bert6", "bert6@torchscript", "bert6@dynamo"])
+    assert [s.name for s in specs] == ["bert6@dynamo", "bert6"]
+    assert made == [("bert6", "dynamo"), ("bert6", "torchscript")]
+    assert specs[0].zoo_name == "bert6"
+    np.testing.assert_array_equal(models.make_feeds(specs[0])["input_ids"],
+                                  zoo.make_inputs("bert6")["input_ids"])
+    assert [s.name for s in models.resolve(["zoo@dynamo"])] == [f"{n}@dynamo" for n in zoo.names()]
+    with pytest.raises(ValueError, match=r"unknown exporter 'tflite'"):
+        models.resolve(["bert6@tflite"])
+    with pytest.raises(ValueError, match="neither a zoo model"):
+        models.resolve(["nothing@dynamo"])

@@ -98,3 +98,12 @@ def test_python_dash_m_entry_point(model_path):
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert "nodes: 2" in done.stdout
+
+
+def test_demo_names_a_zoo_model_with_an_unknown_exporter_or_a_missing_file(tmp_path, capsys):
+    assert main(["demo", "bert6@tflite"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown exporter 'tflite'" in err and "torchscript, dynamo" in err
+    assert main(["demo", str(tmp_path / "nothing.onnx")]) == 2
+    err = capsys.readouterr().err
+    assert "neither a zoo model" in err and "NAME@EXPORTER" in err and "Traceback" not in err

@@ -55,12 +55,15 @@ def test_import_refmnn_does_not_import_numba():
 ZOO = ("resnet18", "mobilenet_v2", "squeezenet1_1", "vit_tiny", "bert6")
 
 
+@pytest.mark.parametrize("exporter", ("torchscript", "dynamo"))
 @pytest.mark.parametrize("name", ZOO)
-def test_zoo_model_runs_entirely_on_numba(name):
+def test_zoo_model_runs_entirely_on_numba(name, exporter):
     pytest.importorskip("torch", reason="the zoo is exported with torch: pip install torch==2.13.0")
+    if exporter == "dynamo":
+        pytest.importorskip("onnxscript", reason="the dynamo exporter needs onnxscript")
     from refmnn import zoo
 
-    path = zoo.export_onnx(name)
+    path = zoo.export_onnx(name, exporter=exporter)
     reference = refmnn.Session(path)
     session = refmnn.Session(path, backends=("numba",))
     # a second run with other inputs: the kernels' calls, bound to the arena's arrays in the

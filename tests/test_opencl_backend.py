@@ -660,9 +660,16 @@ def zoo_paths():  # type: ignore[no-untyped-def]
         pytest.skip(f"zoo models unavailable: {exc}")
 
 
+@pytest.mark.parametrize("exporter", ("torchscript", "dynamo"))
 @pytest.mark.parametrize("name", ZOO)
-def test_zoo_model_matches_reference(name, zoo_paths):  # type: ignore[no-untyped-def]
-    path = zoo_paths[name]
+def test_zoo_model_matches_reference(name, exporter, zoo_paths):  # type: ignore[no-untyped-def]
+    if exporter == "dynamo":
+        pytest.importorskip("onnxscript", reason="the dynamo exporter needs onnxscript")
+        from refmnn import zoo
+
+        path = zoo.export_onnx(name, exporter="dynamo")  # torch's default exporter
+    else:
+        path = zoo_paths[name]
     feeds = zoo_feeds(path)
     session = opencl_session(path)
     out = session.run(feeds)

@@ -1,4 +1,6 @@
-"""The zoo on the reference (arena mode) against onnxruntime, and its memory-plan figures."""
+"""The zoo on the reference (arena mode) against onnxruntime, and its memory-plan figures, as
+either of torch's exporters writes it (TorchScript at opset 17, and dynamo: torch's default
+since 2.9, with its weights in an external-data file)."""
 
 from __future__ import annotations
 
@@ -13,10 +15,16 @@ pytest.importorskip("torch", reason="the zoo is built with torch: pip install to
 ort = pytest.importorskip("onnxruntime", reason="the comparison needs onnxruntime")
 
 
-@pytest.fixture(scope="module", params=zoo.names())
+@pytest.fixture(scope="module",
+                params=[(n, e) for e in zoo.EXPORTERS for n in zoo.names()],
+                ids=[n if e == zoo.EXPORTERS[0] else f"{n}@{e}"
+                     for e in zoo.EXPORTERS for n in zoo.names()])
 def zoo_model(request):
-    name = request.param
-    return name, zoo.export_onnx(name), zoo.make_inputs(name)
+    name, exporter = request.param
+    if exporter == "dynamo":
+        pytest.importorskip("onnxscript", reason="the dynamo exporter needs onnxscript: "
+                            "pip install onnxscript")
+    return name, zoo.export_onnx(name, exporter=exporter), zoo.make_inputs(name)
 
 
 def test_reference_matches_onnxruntime(zoo_model):

@@ -99,7 +99,7 @@ def test_export_is_cached(zoo_cache: Path) -> None:
     again = zoo.export_onnx("squeezenet1_1", cache_dir=zoo_cache)
     assert again == first and again.stat().st_mtime_ns == mtime
     assert "squeezenet1_1" in first.name
-    assert not list(zoo_cache.glob("*.tmp"))
+    assert not [p for p in zoo_cache.iterdir() if p.name.startswith(".")]  # no staging left
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -149,3 +149,55 @@ def test_cli_export(tmp_path: Path, zoo_cache: Path) -> None:
     argv = ["export", "squeezenet1_1", "--out", str(tmp_path), "--cache-dir", str(zoo_cache)]
     assert main(argv) == 0
     assert (tmp_path / "squeezenet1_1.onnx").is_file()
+
+
+def test_dynamo_export_keeps_its_weights_apart(zoo_cache: Path) -> None:
+    """torch's default exporter: its own opset, the weights in ``<file>.data``; cached apart
+    from the TorchScript export."""
+    pytest.importorskip("torch")
+    pytest.importorskip("onnxscript")
+    import onnx
+    from onnx.external_data_helper import uses_external_data
+
+    path = zoo.export_onnx("squeezenet1_1", cache_dir=zoo_cache, exporter="dynamo")
+    assert "dynamo" in path.name and path != zoo.export_onnx("squeezenet1_1", cache_dir=zoo_cache)
+    assert path.with_name(path.name + ".data").is_file()
+    model = onnx.load(str(path), load_external_data=False)
+    assert any(uses_external_data(t) for t in model.graph.initializer)
+    assert {o.domain: o.version for o in model.opset_import}[""] >= 18
+    onnx.checker.check_model(str(path))
+    assert [i.name for i in model.graph.input] == ["input"]
+    assert [o.name for o in model.graph.output] == ["output"]
+    mtime = path.stat().st_mtime_ns
+    assert zoo.export_onnx("squeezenet1_1", cache_dir=zoo_cache, exporter="dynamo") == path
+    assert path.stat().st_mtime_ns == mtime
+    assert not [p for p in zoo_cache.iterdir() if p.name.startswith(".")]
+
+
+def test_exporter_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ValueError, match=r"unknown exporter 'tflite'.*torchscript, dynamo"):
+        zoo.export_onnx("squeezenet1_1", exporter="tflite")
+    real = zoo.importlib.util.find_spec
+    monkeypatch.setattr(zoo.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "onnxscript" else real(name, *a))
+    with pytest.raises(ImportError, match="pip install onnxscript"):
+        zoo.export_onnx("squeezenet1_1", exporter="dynamo")
+
+
+def test_cli_export_dynamo(tmp_path: Path, zoo_cache: Path) -> None:
+    """The copy names its own weights file, and runs as the cached export does."""
+    pytest.importorskip("torch")
+    pytest.importorskip("onnxscript")
+    import refmnn
+    from refmnn.zoo.__main__ import main
+
+    argv = ["export", "squeezenet1_1", "--exporter", "dynamo", "--out", str(tmp_path),
+            "--cache-dir", str(zoo_cache)]
+    assert main(argv) == 0
+    assert main(argv) == 0  # again over the first copy: its weights file is rewritten whole
+    copy = tmp_path / "squeezenet1_1.onnx"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [copy.name, copy.name + ".data"]
+    feeds = zoo.make_inputs("squeezenet1_1")
+    cached = zoo.export_onnx("squeezenet1_1", cache_dir=zoo_cache, exporter="dynamo")
+    np.testing.assert_array_equal(refmnn.Session(copy).run(feeds)["output"],
+                                  refmnn.Session(cached).run(feeds)["output"])

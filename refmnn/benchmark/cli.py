@@ -50,8 +50,9 @@ def _name_list(text: str) -> list[str]:
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the ``bench`` arguments to ``parser`` (used by the ``refmnn`` console script)."""
     parser.add_argument("models", nargs="+", metavar="MODEL",
-                        help="zoo model name, 'zoo' for every zoo model, or a path to an .onnx "
-                             "file (seeded random inputs of the declared shapes)")
+                        help="zoo model name, 'zoo' for every zoo model (either with "
+                             "@dynamo for torch's dynamo export, e.g. bert6@dynamo), or a path "
+                             "to an .onnx file (seeded random inputs of the declared shapes)")
     parser.add_argument("--backends", type=_name_list, default=None,
                         help="refmnn backends, comma-separated (default: every available one: "
                              f"{','.join(engines_mod.refmnn_backends())}; 'none' for none)")

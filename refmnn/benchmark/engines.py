@@ -46,7 +46,8 @@ class ModelSpec:
     """A model to benchmark, as the parent resolved it (picklable, sent to workers).
 
     Attributes:
-        name: zoo name, or the file's stem.
+        name: zoo name (``NAME@EXPORTER`` for a zoo model exported other than by the zoo's
+            default exporter, e.g. ``bert6@dynamo``), or the file's stem.
         path: the ONNX file.
         zoo: whether ``name`` is a zoo model (torch eager is then applicable).
         inputs: ``(name, shape, dtype)`` per graph input, in order.
@@ -62,6 +63,11 @@ class ModelSpec:
     outputs: tuple[str, ...]
     flops: int | None = None
     flops_source: str = ""
+
+    @property
+    def zoo_name(self) -> str:
+        """The zoo model's name without its exporter (``bert6@dynamo`` -> ``bert6``)."""
+        return self.name.partition("@")[0]
 
 
 def _installed(module: str) -> bool:
@@ -296,7 +302,7 @@ class TorchEngine(Engine):
         torch.set_num_threads(threads)
         self.configure(torch)
         device = self.device
-        module = zoo.torch_module(model.name).to(device)
+        module = zoo.torch_module(model.zoo_name).to(device)
         in_names = [n for n, _, _ in model.inputs]
 
         def run(feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:

@@ -1,7 +1,8 @@
 """Resolve ``MODEL`` arguments to ONNX files, their inputs and their FLOPs.
 
-A MODEL is a zoo name (``resnet18``, ...), ``zoo`` (every zoo model), or a path to an
-``.onnx`` file. Zoo models use the zoo's own inputs (:func:`refmnn.zoo.make_inputs`) and
+A MODEL is a zoo name (``resnet18``, ...), ``zoo`` (every zoo model), either followed by
+``@EXPORTER`` for another of torch's exporters than the zoo's default (``bert6@dynamo``,
+``zoo@dynamo``; :data:`refmnn.zoo.EXPORTERS`), or a path to an ``.onnx`` file. Zoo models use the zoo's own inputs (:func:`refmnn.zoo.make_inputs`) and
 FLOPs (:func:`refmnn.zoo.count_flops`); a file gets seeded random inputs of its declared
 shapes (symbolic dimensions become 1; floats standard normal, integers uniform in [0, 2),
 booleans fair coin flips) and FLOPs counted from the graph (Conv, ConvTranspose, Gemm and
@@ -83,42 +84,48 @@ def resolve(args: list[str], cache_dir: Path | None = None) -> list[ModelSpec]:
     """ModelSpecs for the MODEL arguments, in order, ``zoo`` expanded, duplicates dropped.
 
     Raises:
-        ValueError: an argument is neither a zoo name, ``zoo``, nor an existing file.
+        ValueError: an argument is neither a zoo name nor ``zoo`` (either with or without a
+            known ``@EXPORTER``), nor an existing file.
     """
     from refmnn import zoo
 
     names: list[str] = []
     for arg in args:
-        names.extend(zoo.names() if arg == "zoo" else [arg])
+        base, at, exporter = arg.partition("@")
+        names.extend([f"{n}{at}{exporter}" for n in zoo.names()] if base == "zoo" else [arg])
     specs: list[ModelSpec] = []
     seen: set[str] = set()
     for arg in names:
-        if arg in seen:
-            continue
-        seen.add(arg)
-        if arg in zoo.names():
-            specs.append(_zoo_spec(arg, cache_dir))
+        parsed = zoo.parse(arg)
+        if parsed is not None:
+            key = zoo.label(*parsed)
+            if key not in seen:
+                specs.append(_zoo_spec(*parsed, key, cache_dir))
         elif Path(arg).is_file():
-            specs.append(_file_spec(Path(arg)))
+            key = str(Path(arg).resolve())
+            if key not in seen:
+                specs.append(_file_spec(Path(arg)))
         else:
-            raise ValueError(f"{arg!r} is neither a zoo model ({', '.join(zoo.names())}), "
-                             "'zoo', nor an .onnx file")
+            raise ValueError(f"{arg!r} is neither a zoo model ({', '.join(zoo.names())}; "
+                             f"NAME@EXPORTER for exporters {', '.join(zoo.EXPORTERS)}), 'zoo', "
+                             "nor an .onnx file")
+        seen.add(key)
     return specs
 
 
-def _zoo_spec(name: str, cache_dir: Path | None) -> ModelSpec:
+def _zoo_spec(name: str, exporter: str, label: str, cache_dir: Path | None) -> ModelSpec:
     import onnx
 
     from refmnn import zoo
 
-    path = zoo.export_onnx(name, cache_dir)
+    path = zoo.export_onnx(name, cache_dir, exporter=exporter)
     model = onnx.load(str(path), load_external_data=False)
     _, outputs = _graph_io(model)
     try:
         flops, source = zoo.count_flops(name)["flops"], "refmnn.zoo.count_flops"
     except ImportError:
         flops, source = onnx_flops(model), "onnx graph (Conv/Gemm/MatMul)"
-    return ModelSpec(name=name, path=str(path), zoo=True, inputs=zoo.get(name).inputs,
+    return ModelSpec(name=label, path=str(path), zoo=True, inputs=zoo.get(name).inputs,
                      outputs=outputs, flops=flops, flops_source=source)
 
 
@@ -137,7 +144,7 @@ def make_feeds(spec: ModelSpec, seed: int = 0) -> dict[str, np.ndarray]:
     if spec.zoo:
         from refmnn import zoo
 
-        return zoo.make_inputs(spec.name, seed)
+        return zoo.make_inputs(spec.zoo_name, seed)
     rng = np.random.default_rng(seed)
     feeds: dict[str, np.ndarray] = {}
     for name, shape, dtype_name in spec.inputs:

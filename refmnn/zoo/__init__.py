@@ -2,13 +2,22 @@
 
 The architectures are written in plain PyTorch (faithful to torchvision / timm / Hugging
 Face definitions), given deterministic seeded weights (nothing is downloaded) and exported
-with the TorchScript exporter::
+at batch size 1 by either of torch's two exporters (``EXPORTERS``):
 
-    torch.onnx.export(model.eval(), args, f, opset_version=17, dynamo=False,
-                      input_names=[...], output_names=["output"], do_constant_folding=True)
+* ``"torchscript"`` (the default, the zoo's figures): the TorchScript exporter at opset 17,
+  as most published ONNX models were made::
 
-at batch size 1. ``import refmnn.zoo`` does not import torch; only the functions that
-build models do, and they ask for ``pip install torch==2.13.0`` when it is missing.
+      torch.onnx.export(model.eval(), args, f, opset_version=17, dynamo=False,
+                        input_names=[...], output_names=["output"], do_constant_folding=True)
+
+* ``"dynamo"``: what ``torch.onnx.export(model, args, f)`` writes with torch's defaults since
+  torch 2.9 (``dynamo=True``, its own opset -- 20 with torch 2.13 --, its graph optimiser,
+  the weights in an external-data file ``f + ".data"``); it needs ``onnxscript``. The graphs
+  differ: Gelu and LayerNormalization as single ops, BatchNormalization folded into the
+  convolutions, ReduceMean for global pooling.
+
+``import refmnn.zoo`` does not import torch; only the functions that build models do, and
+they ask for ``pip install torch==2.13.0`` (and ``onnxscript``) when it is missing.
 
 Models (MACs counted by :func:`count_flops`: Conv2d, Linear and the attention matmuls
 ``q @ k^T`` and ``attn @ v``; embeddings, norms, activations, pooling are not counted):
@@ -37,7 +46,10 @@ import contextlib
 import functools
 import hashlib
 import importlib
+import importlib.util
+import logging
 import os
+import shutil
 import tempfile
 import types
 import warnings
@@ -52,6 +64,7 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = [
+    "EXPORTERS",
     "OPSET",
     "TORCH_REQUIREMENT",
     "VOCAB_SIZE",
@@ -60,13 +73,18 @@ __all__ = [
     "default_cache_dir",
     "export_onnx",
     "get",
+    "label",
     "make_inputs",
     "names",
+    "parse",
     "torch_module",
 ]
 
 OPSET: int = 17
-"""ONNX opset every zoo model is exported with."""
+"""ONNX opset of the TorchScript exports (the dynamo exporter chooses its own)."""
+
+EXPORTERS: tuple[str, ...] = ("torchscript", "dynamo")
+"""The exporters :func:`export_onnx` can use; the first is the default."""
 
 TORCH_REQUIREMENT: str = "torch==2.13.0"
 """The torch version the zoo is written and checked against."""
@@ -269,7 +287,10 @@ def _torch_inputs(name: str, seed: int = 0) -> tuple[torch.Tensor, ...]:
 
 @contextlib.contextmanager
 def _quiet_export() -> Iterator[None]:
-    """Silence the TorchScript exporter's deprecation / tracer chatter while exporting."""
+    """Silence the exporters' deprecation / tracer chatter and the dynamo exporter's log lines
+    (``torchvision is not installed. Skipping torchvision::nms``) while exporting."""
+    logger = logging.getLogger("torch.onnx")
+    level = logger.level
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", FutureWarning)
@@ -280,57 +301,101 @@ def _quiet_export() -> Iterator[None]:
             pass
         else:
             warnings.simplefilter("ignore", TracerWarning)
-        yield
+        logger.setLevel(logging.ERROR)
+        try:
+            yield
+        finally:
+            logger.setLevel(level)
 
 
-def export_onnx(name: str, cache_dir: str | os.PathLike[str] | None = None) -> Path:
-    """Export a zoo model to ONNX (opset 17, batch 1), or return the cached export.
+def parse(spec: str) -> tuple[str, str] | None:
+    """``(name, exporter)`` for a zoo model named with an optional exporter, ``NAME`` or
+    ``NAME@EXPORTER`` (``"bert6@dynamo"`` -> ``("bert6", "dynamo")``, ``"bert6"`` ->
+    ``("bert6", "torchscript")``); None when ``NAME`` is not a zoo model.
 
-    The file name contains the model name, the torch version and a hash of the zoo
-    sources, so editing a model definition or changing torch re-exports. The file is
-    written to a temporary name in the cache directory and moved into place with
-    :func:`os.replace`, so concurrent callers never observe a partial file.
+    Raises:
+        ValueError: a zoo model with an unknown exporter.
+    """
+    name, at, exporter = spec.partition("@")
+    if name not in _MODELS:
+        return None
+    if at and exporter not in EXPORTERS:
+        raise ValueError(f"{spec!r}: unknown exporter {exporter!r}; known exporters: "
+                         f"{', '.join(EXPORTERS)}")
+    return name, exporter or EXPORTERS[0]
+
+
+def label(name: str, exporter: str) -> str:
+    """The inverse of :func:`parse`: ``NAME``, or ``NAME@EXPORTER`` for a non-default one."""
+    return name if exporter == EXPORTERS[0] else f"{name}@{exporter}"
+
+
+def _check_exporter(exporter: str) -> None:
+    """Raise ValueError for an unknown exporter, ImportError when dynamo's onnxscript is
+    missing."""
+    if exporter not in EXPORTERS:
+        raise ValueError(f"unknown exporter {exporter!r}; known exporters: {', '.join(EXPORTERS)}")
+    if exporter == "dynamo" and importlib.util.find_spec("onnxscript") is None:
+        raise ImportError("the dynamo exporter needs onnxscript: `pip install onnxscript` "
+                          "(or `pip install refmnn[zoo]`)")
+
+
+def export_onnx(name: str, cache_dir: str | os.PathLike[str] | None = None, *,
+                exporter: str = "torchscript") -> Path:
+    """Export a zoo model to ONNX (batch 1), or return the cached export.
+
+    The file name contains the model name, the exporter (``-dynamo`` for dynamo), the torch
+    version and a hash of the zoo sources, so editing a model definition or changing torch
+    re-exports. The export is written in a temporary folder of the cache directory and moved
+    into place with :func:`os.replace` (a dynamo export's weights file first, then the model
+    that names it), so concurrent callers never observe a partial file.
 
     Args:
         name: Model name.
         cache_dir: Directory for exported models; defaults to :func:`default_cache_dir`.
+        exporter: ``"torchscript"`` (opset 17) or ``"dynamo"`` (torch's default exporter; the
+            weights go to an external-data file next to the model, named ``<file>.data``);
+            see the module docstring.
 
     Returns:
         Path of the ``.onnx`` file.
 
     Raises:
-        ValueError: Unknown model name.
-        ImportError: torch is not installed (message says ``pip install torch==2.13.0``).
+        ValueError: Unknown model name or exporter.
+        ImportError: torch is not installed (message says ``pip install torch==2.13.0``), or
+            onnxscript for the dynamo exporter.
     """
     model = get(name)
+    _check_exporter(exporter)
     torch = _import_torch()
     directory = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     version = torch.__version__.replace("+", "_")
-    target = directory / f"{name}-opset{OPSET}-torch{version}-{_source_hash()}.onnx"
+    flavour = f"opset{OPSET}" if exporter == "torchscript" else "dynamo"
+    target = directory / f"{name}-{flavour}-torch{version}-{_source_hash()}.onnx"
     if target.is_file():
         return target
     directory.mkdir(parents=True, exist_ok=True)
     module = model.build().eval()
     args = _torch_inputs(name)
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}-", suffix=".onnx.tmp", dir=directory)
-    os.close(fd)
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=directory))
     try:
+        staged = staging / target.name
         with torch.no_grad(), _quiet_export():
-            torch.onnx.export(
-                module,
-                args,
-                tmp,
-                opset_version=OPSET,
-                dynamo=False,
-                input_names=[n for n, _, _ in model.inputs],
-                output_names=["output"],
-                do_constant_folding=True,
-            )
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; the cache may be shared
-        os.replace(tmp, target)
+            if exporter == "torchscript":
+                torch.onnx.export(module, args, str(staged), opset_version=OPSET, dynamo=False,
+                                  input_names=[n for n, _, _ in model.inputs],
+                                  output_names=["output"], do_constant_folding=True)
+            else:
+                torch.onnx.export(module, args, str(staged), dynamo=True, verbose=False,
+                                  input_names=[n for n, _, _ in model.inputs],
+                                  output_names=["output"])
+        # the weights file before the model that names it; 0644: mkdtemp's files may be 0600
+        # and the cache may be shared
+        for part in sorted(staging.iterdir(), key=lambda f: f.suffix == ".onnx"):
+            os.chmod(part, 0o644)
+            os.replace(part, directory / part.name)
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        shutil.rmtree(staging, ignore_errors=True)
     return target
 
 

@@ -5,9 +5,11 @@ Usage::
     python -m refmnn.zoo list
     python -m refmnn.zoo export --all --out DIR
     python -m refmnn.zoo export resnet18 bert6 --out DIR
+    python -m refmnn.zoo export bert6 --exporter dynamo --out DIR
 
 ``export`` writes ``DIR/<name>.onnx`` (through the export cache, see
-:func:`refmnn.zoo.export_onnx`) and prints name, parameters, GMACs and ONNX file size.
+:func:`refmnn.zoo.export_onnx`; a dynamo export's weights go to ``DIR/<name>.onnx.data``) and
+prints name, parameters, GMACs and ONNX file size (weights file included).
 """
 
 from __future__ import annotations
@@ -26,16 +28,38 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m refmnn.zoo", description="refmnn model zoo")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="list zoo models")
-    exp = sub.add_parser("export", help="export models to ONNX (opset 17, batch 1)")
+    exp = sub.add_parser("export", help="export models to ONNX (batch 1)")
     exp.add_argument(
         "models", nargs="*", metavar="NAME", help=f"models to export ({', '.join(zoo.names())})"
     )
     exp.add_argument("--all", action="store_true", help="export every zoo model")
     exp.add_argument("--out", type=Path, required=True, help="output directory")
+    exp.add_argument("--exporter", choices=zoo.EXPORTERS, default=zoo.EXPORTERS[0],
+                     help="torch's exporter (default: %(default)s, opset 17; dynamo: torch's "
+                          "default since 2.9, weights in an external-data file)")
     exp.add_argument(
         "--cache-dir", type=Path, default=None, help="export cache (default: ~/.cache/refmnn/zoo)"
     )
     return parser
+
+
+def _copy_export(cached: Path, dest: Path) -> int:
+    """Copy an export to ``dest``; a model with external data is saved again with its weights
+    in ``<dest>.data`` (the cached model names its own weights file). Returns the bytes
+    written."""
+    import onnx
+
+    model = onnx.load(str(cached), load_external_data=False)
+    if not any(onnx.external_data_helper.uses_external_data(t) for t in model.graph.initializer):
+        shutil.copyfile(cached, dest)
+        return dest.stat().st_size
+    model = onnx.load(str(cached))
+    data = dest.with_name(dest.name + ".data")
+    data.unlink(missing_ok=True)  # onnx appends to an existing weights file
+    onnx.save_model(model, str(dest), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location=data.name)
+    data.chmod(dest.stat().st_mode & 0o777)  # onnx creates it 0600
+    return dest.stat().st_size + data.stat().st_size
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -64,13 +88,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     print(f"{'name':<15} {'params (M)':>10} {'GMACs':>8} {'ONNX (MB)':>10}  path")
     for name in selected:
-        cached = zoo.export_onnx(name, args.cache_dir)
+        cached = zoo.export_onnx(name, args.cache_dir, exporter=args.exporter)
         dest = args.out / f"{name}.onnx"
-        shutil.copyfile(cached, dest)
+        size = _copy_export(cached, dest)
         stats = zoo.count_flops(name)
         print(
             f"{name:<15} {stats['params'] / 1e6:>10.3f} {stats['macs'] / 1e9:>8.3f} "
-            f"{dest.stat().st_size / 1e6:>10.1f}  {dest}",
+            f"{size / 1e6:>10.1f}  {dest}",
             flush=True,
         )
     return 0
