@@ -2,8 +2,9 @@
 
 A MODEL is a zoo name (``resnet18``, ...), ``zoo`` (every zoo model), either followed by
 ``@EXPORTER`` for another of torch's exporters than the zoo's default (``bert6@dynamo``,
-``zoo@dynamo``; :data:`refmnn.zoo.EXPORTERS`), or a path to an ``.onnx`` file. Zoo models use the zoo's own inputs (:func:`refmnn.zoo.make_inputs`) and
-FLOPs (:func:`refmnn.zoo.count_flops`); a file gets seeded random inputs of its declared
+``zoo@dynamo``; :data:`refmnn.zoo.EXPORTERS`), or a path to an ``.onnx`` file. Zoo models use
+the zoo's own inputs (:func:`refmnn.zoo.make_inputs`) and FLOPs
+(:func:`refmnn.zoo.count_flops`); a file gets seeded random inputs of its declared
 shapes (symbolic dimensions become 1; floats standard normal, integers uniform in [0, 2),
 booleans fair coin flips) and FLOPs counted from the graph (Conv, ConvTranspose, Gemm and
 MatMul multiply-accumulates x 2, shapes from ONNX shape inference).
