@@ -40,8 +40,7 @@ def _model_and_inputs(model: str, cache_dir: str | None, seed: int) -> tuple[Pat
                 zoo.make_inputs(name, seed=seed))
     path = Path(model)
     if not path.exists():
-        raise UsageError(f"{model!r} is neither a zoo model ({', '.join(zoo.names())}; "
-                         f"NAME@EXPORTER for exporters {', '.join(zoo.EXPORTERS)}) nor a file")
+        raise UsageError(f"{model!r} is neither a zoo model ({zoo.spec_help()}) nor a file")
     from refmnn.cli import random_feeds
     from refmnn.session import Session
 

@@ -107,8 +107,7 @@ def resolve(args: list[str], cache_dir: Path | None = None) -> list[ModelSpec]:
             if key not in seen:
                 specs.append(_file_spec(Path(arg)))
         else:
-            raise ValueError(f"{arg!r} is neither a zoo model ({', '.join(zoo.names())}; "
-                             f"NAME@EXPORTER for exporters {', '.join(zoo.EXPORTERS)}), 'zoo', "
+            raise ValueError(f"{arg!r} is neither a zoo model ({zoo.spec_help()}), 'zoo', "
                              "nor an .onnx file")
         seen.add(key)
     return specs

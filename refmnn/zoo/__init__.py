@@ -77,6 +77,7 @@ __all__ = [
     "make_inputs",
     "names",
     "parse",
+    "spec_help",
     "torch_module",
 ]
 
@@ -319,9 +320,8 @@ def parse(spec: str) -> tuple[str, str] | None:
     name, at, exporter = spec.partition("@")
     if name not in _MODELS:
         return None
-    if at and exporter not in EXPORTERS:
-        raise ValueError(f"{spec!r}: unknown exporter {exporter!r}; known exporters: "
-                         f"{', '.join(EXPORTERS)}")
+    if at:
+        _check_exporter(exporter)
     return name, exporter or EXPORTERS[0]
 
 
@@ -330,14 +330,15 @@ def label(name: str, exporter: str) -> str:
     return name if exporter == EXPORTERS[0] else f"{name}@{exporter}"
 
 
+def spec_help() -> str:
+    """What names a zoo model in a MODEL argument, for error messages."""
+    return f"{', '.join(names())}; NAME@EXPORTER for exporters {', '.join(EXPORTERS)}"
+
+
 def _check_exporter(exporter: str) -> None:
-    """Raise ValueError for an unknown exporter, ImportError when dynamo's onnxscript is
-    missing."""
+    """Raise ValueError for an unknown exporter."""
     if exporter not in EXPORTERS:
         raise ValueError(f"unknown exporter {exporter!r}; known exporters: {', '.join(EXPORTERS)}")
-    if exporter == "dynamo" and importlib.util.find_spec("onnxscript") is None:
-        raise ImportError("the dynamo exporter needs onnxscript: `pip install onnxscript` "
-                          "(or `pip install refmnn[zoo]`)")
 
 
 def export_onnx(name: str, cache_dir: str | os.PathLike[str] | None = None, *,
@@ -367,6 +368,9 @@ def export_onnx(name: str, cache_dir: str | os.PathLike[str] | None = None, *,
     """
     model = get(name)
     _check_exporter(exporter)
+    if exporter == "dynamo" and importlib.util.find_spec("onnxscript") is None:
+        raise ImportError("the dynamo exporter needs onnxscript: `pip install onnxscript` "
+                          "(or `pip install refmnn[zoo]`)")
     torch = _import_torch()
     directory = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     version = torch.__version__.replace("+", "_")

@@ -49,8 +49,7 @@ def _copy_export(cached: Path, dest: Path) -> int:
     written."""
     import onnx
 
-    model = onnx.load(str(cached), load_external_data=False)
-    if not any(onnx.external_data_helper.uses_external_data(t) for t in model.graph.initializer):
+    if not cached.with_name(cached.name + ".data").is_file():  # all weights in the model
         shutil.copyfile(cached, dest)
         return dest.stat().st_size
     model = onnx.load(str(cached))
