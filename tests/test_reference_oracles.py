@@ -402,6 +402,44 @@ def test_tf_crop_and_resize_spreads_the_output_over_the_region(given):
     np.testing.assert_allclose(y.reshape(-1), want, rtol=1e-6)
 
 
+@pytest.mark.parametrize("scale, width", [(0.6, 4), (1.5, 5)])
+def test_align_corners_divides_by_the_fractional_output_width(scale, width):
+    """Resize linear align_corners with a scale whose product with the width is not whole:
+    x = y * (in - 1) / (in * scale - 1), the target width before flooring. With [1 2 3 4]
+    and 0.6 the one sample past 0 sits at 3 / 1.4 and gives 3.142857, the value of onnx's
+    own test (test_resize_downsample_scales_linear_align_corners) and of onnx.reference
+    1.23.2; the author of Resize-11 confirmed the fractional width as intended
+    (onnx/onnx#2462). onnxruntime 1.32, PyTorch and MNN divide by the output length minus
+    one instead (x = 3, value 4), so a model exported from ``interpolate(scale_factor=1.5,
+    align_corners=True)`` of a 5-pixel row differs there by up to a fifth of the range
+    (found by exporting it: refmnn and onnx.reference agree, onnxruntime matches PyTorch);
+    exported with ``size=`` it agrees everywhere."""
+    row = np.arange(1, width + 1, dtype=np.float32) ** 2
+    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="linear",
+                            coordinate_transformation_mode="align_corners")
+    scales = np.array([1, 1, 1, scale], dtype=np.float32)
+    y = _run(node, [("x", F, [1, 1, 1, width]), ("scales", F, [4])],
+             [("y", F, [1, 1, 1, "n"])], 19, x=row.reshape(1, 1, 1, width), scales=scales)["y"]
+    target = width * float(np.float32(scale))
+    want = []
+    for out in range(int(np.floor(target))):
+        src = out * (width - 1) / (target - 1)
+        lo = min(int(np.floor(src)), width - 2)
+        want.append(row[lo] + (src - lo) * (row[lo + 1] - row[lo]))
+    np.testing.assert_allclose(y.reshape(-1), want, rtol=1e-6)
+
+
+def test_align_corners_gives_the_value_of_onnxs_own_test():
+    """test_resize_downsample_scales_linear_align_corners: [[1 2 3 4] [5 6 7 8]] scaled by 0.6
+    on both axes is [[1, 3.142857]] (see above; onnxruntime 1.32 gives [[1, 4]])."""
+    x = np.arange(1, 9, dtype=np.float32).reshape(1, 1, 2, 4)
+    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="linear",
+                            coordinate_transformation_mode="align_corners")
+    y = _run(node, [("x", F, [1, 1, 2, 4]), ("scales", F, [4])], [("y", F, [1, 1, "h", "w"])],
+             19, x=x, scales=np.array([1, 1, 0.6, 0.6], dtype=np.float32))["y"]
+    np.testing.assert_allclose(y, [[[[1, 1 + 3 / 1.4]]]], rtol=1e-6)
+
+
 def _round_half_even(value) -> int:
     whole = value.numerator // value.denominator
     rest = value - whole

@@ -50,8 +50,11 @@ def _source_coordinates(out_len: int, in_len: int, scale: float, out_width: floa
     before rounding: in_len * scale with scales (times roi_end - roi_start for
     tf_crop_and_resize, whose output covers the region), the size with sizes. As in the spec
     and the ONNX tests, the ratios of align_corners and tf_crop_and_resize divide by W - 1 with
-    W = ``out_width``, the possibly fractional output width; the "length_resized > 1" tests use
-    the integer output length (pytorch_half_pixel gives 0 there, as the spec says).
+    W = ``out_width``, the possibly fractional output width (intended: onnx/onnx#2462;
+    onnxruntime, PyTorch and MNN divide by the integer length - 1, so an export of
+    ``interpolate(scale_factor=s, align_corners=True)`` where in * s is not whole gives
+    other values there); the "length_resized > 1" tests use the integer output length
+    (pytorch_half_pixel gives 0 there, as the spec says).
     """
     y = np.arange(out_len, dtype=np.float64)
     start, end = roi
