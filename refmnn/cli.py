@@ -331,6 +331,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; the exit status: 0, 2 for a refmnn error, 130 when interrupted, 141
+    when the reader of the output went away (``refmnn info m.onnx | head``): the command stops
+    there quietly, as Unix tools do, instead of a BrokenPipeError traceback."""
+    try:
+        status = _dispatch(argv)
+        sys.stdout.flush()  # here, so that a closed pipe is met inside the handler below
+        return status
+    except BrokenPipeError:
+        # stdout onto /dev/null: the interpreter flushes it again at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + 13  # what a shell reports for a tool ended by SIGPIPE
+
+
+def _dispatch(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in PASSTHROUGH:
         import importlib

@@ -100,6 +100,19 @@ def test_python_dash_m_entry_point(model_path):
     assert "nodes: 2" in done.stdout
 
 
+@pytest.mark.parametrize("command", ["info", "run"])
+def test_a_reader_that_goes_away_ends_the_command_quietly(model_path, command):
+    """``refmnn info m.onnx | head -1``: the pipe closes before refmnn writes; it stops with
+    status 141 (as a tool ended by SIGPIPE) and no traceback, where it used to print a
+    BrokenPipeError traceback."""
+    process = subprocess.Popen([sys.executable, "-m", "refmnn", command, str(model_path)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process.stdout.close()  # before the child has loaded the model and printed anything
+    stderr = process.stderr.read().decode()
+    assert process.wait(timeout=60) == 141, stderr
+    assert stderr == ""
+
+
 def test_demo_names_a_zoo_model_with_an_unknown_exporter_or_a_missing_file(tmp_path, capsys):
     assert main(["demo", "bert6@tflite"]) == 2
     err = capsys.readouterr().err
