@@ -3,7 +3,9 @@ exported by both of torch's exporters (TorchScript at opset 17; dynamo at opset 
 for the blocks that opset writes as single ops: Attention, RMSNormalization, Gelu) and run on
 the reference, whose outputs must match PyTorch's own (eager, the model the user converted):
 relative L2 at most 1e-5, integers and booleans exact. Every export also runs on numba and
-opencl (where they run here), which must match the reference the same way.
+opencl (where they run here), which must match the reference the same way. Two exports with
+symbolic dims (a scripted loop with a branch; the encoder and decoder with dynamic batch and
+lengths) run at four shapes each, in turn on one Session, on all three, against PyTorch.
 
 Two things PyTorch users meet are left out on purpose, because the ONNX model itself means
 something else than the module (refmnn runs what the model says; onnxruntime agrees with it):
@@ -148,6 +150,19 @@ class Decoding(nn.Module):
         return y, z, w
 
 
+class Accumulate(nn.Module):
+    """A data-dependent loop with a branch, as torch.jit.script exports it (Loop holding If)."""
+
+    def forward(self, x):
+        total = torch.zeros_like(x[0])
+        for i in range(x.shape[0]):
+            if x[i].sum() > 0:
+                total = total + x[i] * i
+            else:
+                total = total - x[i]
+        return total
+
+
 def _inputs(name: str) -> tuple:
     g = torch.Generator().manual_seed(0)
 
@@ -230,12 +245,60 @@ def test_reference_matches_pytorch(exported):
     _assert_close(refmnn.Session(model).run(feeds), want, f"{name} on the reference")
 
 
+def _skip_unless_available(backend: str) -> None:
+    if backend != "reference":
+        info = BackendRegistry().info(backend)
+        if not info.available:
+            pytest.skip(f"{backend} backend unavailable: {info.reason}")
+
+
 @pytest.mark.parametrize("backend", ["numba", "opencl"])
 def test_backend_matches_the_reference(exported, backend):
     name, model, feeds, _ = exported
-    info = BackendRegistry().info(backend)
-    if not info.available:
-        pytest.skip(f"{backend} backend unavailable: {info.reason}")
+    _skip_unless_available(backend)
     want = list(refmnn.Session(model).run(feeds).values())
     _assert_close(refmnn.Session(model, backends=(backend,)).run(feeds), want,
                   f"{name} on {backend}")
+
+
+@pytest.fixture(scope="module")
+def dynamic_exports(tmp_path_factory):
+    """Exports with symbolic dims: the scripted loop (TorchScript, its trip count the first
+    dim) and the Transformer encoder and decoder (dynamo, batch and both lengths dynamic)."""
+    torch.manual_seed(0)
+    loop = torch.jit.script(Accumulate())
+    buffer = io.BytesIO()
+    torch.onnx.export(loop, (torch.randn(5, 3, 4),), buffer, dynamo=False, opset_version=17,
+                      input_names=["x"], dynamic_axes={"x": {0: "n"}})
+    exports = {"accumulate": (Accumulate(), buffer.getvalue())}
+    pytest.importorskip("onnxscript", reason="the dynamo exporter needs onnxscript")
+    encoder = Encoder().eval()
+    batch, length, memory = (torch.export.Dim(n, min=1, max=64) for n in ("b", "t", "m"))
+    path = tmp_path_factory.mktemp("encoder") / "encoder.onnx"
+    torch.onnx.export(encoder, _inputs("encoder"), str(path), dynamo=True, external_data=False,
+                      dynamic_shapes=({0: batch, 1: length}, {0: batch, 1: memory}))
+    exports["encoder"] = (encoder, path.read_bytes())
+    return exports
+
+
+SIZES = {"accumulate": [((5, 3, 4),), ((1, 3, 4),), ((9, 3, 4),), ((5, 3, 4),)],
+         "encoder": [((2, 9, 64), (2, 4, 64)), ((1, 2, 64), (1, 7, 64)),
+                     ((3, 17, 64), (3, 1, 64)), ((2, 9, 64), (2, 4, 64))]}
+"""Input shapes each dynamic export runs at, in turn on one Session (the last repeats the
+first: a plan made again for shapes seen before)."""
+
+
+@pytest.mark.parametrize("backend", ["reference", "numba", "opencl"])
+@pytest.mark.parametrize("name", list(SIZES))
+def test_dynamic_exports_match_pytorch_at_every_size(dynamic_exports, name, backend):
+    _skip_unless_available(backend)
+    module, model = dynamic_exports[name]
+    session = refmnn.Session(model, backends=(backend,))
+    generator = torch.Generator().manual_seed(1)
+    for shapes in SIZES[name]:
+        args = tuple(torch.randn(*shape, generator=generator) for shape in shapes)
+        with torch.no_grad():
+            want = _flat(module(*args))
+        feeds = {value.name: arg.numpy() for value, arg in zip(session.graph.inputs, args,
+                                                              strict=True)}
+        _assert_close(session.run(feeds), want, f"{name} at {shapes} on {backend}")
