@@ -75,6 +75,69 @@ def test_external_data_inside_the_folder_loads(tmp_path):
     np.testing.assert_array_equal(out["Y"], weight + 1)
 
 
+@pytest.mark.parametrize("dtype", sorted(set(DTYPE_SAMPLES) - {DType.string},
+                                          key=lambda d: d.value), ids=lambda d: d.name)
+def test_every_dtype_imports_from_external_data(dtype, tmp_path):
+    """Each element type from an external file shared with other tensors (at an offset, with
+    and without its ``length``) imports as from raw_data: the types NumPy stores as ONNX does
+    are read straight into their arrays, the packed ones decoded through a TensorProto."""
+    want = np.array(DTYPE_SAMPLES[dtype], dtype=dtype.numpy)
+    before = numpy_helper.from_array(np.arange(5, dtype=np.float32), "before")  # a nonzero offset
+    tensor = numpy_helper.from_array(want, "c")
+    model = _constant_model(tensor, dtype.value)
+    model.graph.initializer.append(before)
+    model.graph.initializer.reverse()
+    path = tmp_path / "m.onnx"
+    onnx.save_model(model, str(path), save_as_external_data=True, location="w.bin",
+                    size_threshold=0, all_tensors_to_one_file=True)
+    for keep_length in (True, False):
+        saved = onnx.load(str(path), load_external_data=False)
+        entries = saved.graph.initializer[1].external_data
+        assert {e.key for e in entries} >= {"location", "offset", "length"}
+        if not keep_length:
+            kept = [(e.key, e.value) for e in entries if e.key != "length"]
+            del entries[:]
+            for key, value in kept:
+                entries.add(key=key, value=value)
+        path.write_bytes(saved.SerializeToString())
+        got = refmnn.Session(str(path), check=False).run({})["c"]
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert got.tobytes() == want.tobytes()
+
+
+def test_external_data_shorter_than_its_tensor_is_a_model_error(tmp_path):
+    weight = np.arange(3000, dtype=np.float32)
+    model = _constant_model(numpy_helper.from_array(weight, "c"), TensorProto.FLOAT)
+    path = tmp_path / "m.onnx"
+    onnx.save_model(model, str(path), save_as_external_data=True, location="w.bin",
+                    size_threshold=0)
+    data = tmp_path / "w.bin"
+    data.write_bytes(data.read_bytes()[:-8])
+    with pytest.raises(ModelError, match=r"holds 11992 bytes at offset 0, 12000 expected"):
+        refmnn.Session(str(path), check=False)
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"dims": [10**12]}, r"holds 12 bytes at offset 0, 4000000000000 expected"),
+    ({"offset": "64"}, r"holds 0 bytes at offset 64, 12 expected"),
+    ({"offset": "-4"}, r"offset '-4' / length None .* is not a byte count"),
+    ({"length": "twelve"}, r"offset None / length 'twelve' .* is not a byte count")])
+def test_external_data_that_cannot_hold_its_tensor_is_a_model_error(tmp_path, entry, message):
+    """Dims far beyond the file, an offset past its end, a negative or non-numeric offset or
+    length: a ModelError naming the tensor, before any memory is taken for it."""
+    (tmp_path / "w.bin").write_bytes(np.zeros(3, np.float32).tobytes())
+    tensor = TensorProto(name="c", data_type=TensorProto.FLOAT, dims=entry.get("dims", [3]),
+                         data_location=TensorProto.EXTERNAL)
+    for key in ("location", "offset", "length"):
+        value = {"location": "w.bin"}.get(key, entry.get(key))
+        if value is not None:
+            tensor.external_data.add(key=key, value=value)
+    path = tmp_path / "m.onnx"
+    path.write_bytes(_constant_model(tensor, TensorProto.FLOAT).SerializeToString())
+    with pytest.raises(ModelError, match=message):
+        refmnn.Session(str(path), check=False)
+
+
 @pytest.mark.parametrize("location", ["../outside.bin", "/etc/passwd", "sub/../../outside.bin"])
 def test_external_data_outside_the_folder_is_refused(tmp_path, location):
     (tmp_path / "outside.bin").write_bytes(np.zeros(3, np.float32).tobytes())
