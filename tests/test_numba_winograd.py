@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from onnx import helper, numpy_helper
 
 pytest.importorskip("numba", reason="the numba backend needs numba: pip install 'refmnn[numba]'")
 
 import refmnn  # noqa: E402
 from refmnn.backends.numba import NumbaBackend  # noqa: E402
-from tests.numba_checks import SIMD_WINOGRAD, conv_model, rand, rel_l2  # noqa: E402
+from tests.numba_checks import SIMD_WINOGRAD, check_node, conv_model, rand, rel_l2  # noqa: E402
 
 
 def test_winograd_costs_count_the_sgemms_packing():
@@ -85,3 +86,74 @@ def test_winograd_simd_spaced_slabs_with_a_stale_workspace(scheme):
         assert rel_l2(out, want) <= 5e-5, rel_l2(out, want)
         assert not np.any(rows[:, :, kernel.tiles:]), "padding columns not zeroed"
     backend.close()
+
+
+def _special_input(shape, seed=0):
+    """N(0, 1) with a tenth of the elements NaN, +inf, -inf, +-0 or subnormal, as
+    tools/fuzz_graphs.py --special draws them (no huge values: see the docstring below)."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape).astype(np.float32)
+    where = rng.random(shape) < 0.1
+    specials = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45], np.float32)
+    x[where] = rng.choice(specials, int(where.sum()))
+    return x
+
+
+def _same_specials(want):  # type: ignore[no-untyped-def]
+    """``inspect`` for check_node: NaN where the reference has NaN, the same infinities, and
+    the finite values within float32 rounding of the sums' order."""
+    def inspect(scheme, outputs):  # type: ignore[no-untyped-def]
+        out = outputs[0]
+        assert np.array_equal(np.isnan(out), np.isnan(want)), \
+            (scheme, int((np.isnan(out) != np.isnan(want)).sum()), "outputs NaN on one side")
+        assert np.array_equal(np.where(np.isinf(want), want, 0), np.where(np.isinf(out), out, 0)), \
+            (scheme, "infinities differ")
+        finite = np.isfinite(want)
+        error = rel_l2(out[finite], want[finite])
+        assert error <= 5e-6, (scheme, error)
+    return inspect
+
+
+@pytest.mark.parametrize("act", [None, "relu"])
+def test_winograd_with_infinite_and_nan_inputs_matches_the_reference(act):
+    """Every 3x3 scheme, Winograd's four among them, on a 12 -> 3 channel 9x15 image (two of
+    them) whose inputs are a tenth NaN, +-inf, zeros and subnormals: NaN, infinities and
+    numbers where the reference has them. Winograd's transforms spread a tile's infinity to
+    outputs whose own windows never see it (93 NaN where the reference has numbers or
+    infinities, found by tools/fuzz_graphs.py --special --scale 3), so its kernels compute an
+    image with a non-finite input again by direct summation (direct_if_nonfinite); with a
+    Relu after, a NaN that became -inf could otherwise have come out as a plausible 0.
+    Huge finite inputs stay out of this check: there Winograd's transforms can overflow where
+    the direct sums do not, as the order of any float32 sum decides where it overflows."""
+    x = _special_input((2, 12, 9, 15))
+    model = conv_model((2, 12, 9, 15), (3, 12, 3, 3), pads=[2, 2, 2, 2])
+    if act:  # the same node as refmnn::FusedConv with the activation in its loops
+        node = model.graph.node[0]
+        node.op_type, node.domain = "FusedConv", "refmnn"
+        node.attribute.append(helper.make_attribute("activation", act))
+        model.opset_import.append(helper.make_opsetid("refmnn", 1))
+    want = refmnn.Session(model, check=False).run({"X": x})["Y"]
+    assert np.isnan(want).any() and np.isfinite(want).any()
+    ran = check_node(model, {"X": x}, tol=None, inspect=_same_specials(want), min_schemes=3)
+    assert {"winograd_f23", "winograd_f43", *SIMD_WINOGRAD} <= set(ran), ran
+
+
+def test_winograd_does_not_apply_to_weights_with_an_infinity():
+    """U = G g G^T mixes a filter's nine taps, so one infinite weight would make NaN of every
+    output of its channel: the Winograd schemes decline such weights (direct and im2col_gemm
+    take them) and the node still matches the reference. (Without padding: where a window
+    overlaps the zero padding, the reference multiplies the infinite weight by those zeros,
+    NaN, as im2col_gemm does, while the direct loops skip the padding taps.)"""
+    from refmnn.backends.numba.kernels.conv_winograd import winograd_applies
+
+    model = conv_model((1, 4, 8, 8), (2, 4, 3, 3))
+    weights = model.graph.initializer[0]
+    w = numpy_helper.to_array(weights).copy()
+    w[1, 2, 0, 0] = np.inf
+    weights.CopyFrom(numpy_helper.from_array(w, weights.name))
+    spec = refmnn.Session(model, backends=("numba",), check=False).resize().specs["n0"]
+    assert not winograd_applies(spec)
+    x = rand(1, 4, 8, 8)
+    want = refmnn.Session(model, check=False).run({"X": x})["Y"]
+    ran = check_node(model, {"X": x}, tol=None, inspect=_same_specials(want))
+    assert not any(name.startswith("winograd") for name in ran), ran

@@ -1,5 +1,6 @@
 """The OpenCL backend where tools/fuzz_models.py found it wrong: an outer value a subgraph reads
-while it sits in a device buffer, and tanh at the top of the float range; and where the
+while it sits in a device buffer, and tanh at the top of the float range; where
+tools/fuzz_graphs.py --special did: Winograd's transforms spreading an infinite input; and where the
 conformance report's ULP column did (passes inside the tolerance, far from the oracle): Elu near
 0 and the fused tanh Gelu's negative tail. Skipped with the
 probe's reason when OpenCL is missing (the helpers come from test_opencl_backend, whose import
@@ -102,3 +103,46 @@ def test_fused_tanh_gelu_keeps_its_negative_tail():  # type: ignore[no-untyped-d
     want = refmnn.Session(model, check=False).run(feeds)["y0"].ravel()
     assert np.all(want[2:6] < 0)  # the reference keeps the tail (to about -8)
     np.testing.assert_allclose(got, want, rtol=3e-7, atol=0)
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["Conv", "FusedConv-relu-residual"])
+def test_winograd_with_infinite_and_nan_inputs_matches_the_reference(fused):  # type: ignore
+    """Winograd F(2,3) on an image whose inputs are a tenth NaN, +-inf, zeros and subnormals
+    (tools/fuzz_graphs.py --special --scale 3 found 55 outputs NaN where the reference has
+    infinities): its transforms spread a tile's infinity to outputs whose own windows never see
+    it, so winograd_output stores a strip of tiles whose computed outputs are not all finite
+    summed the direct way instead. NaN, infinities and numbers where the reference has them,
+    also through a residual and a Relu (which would have turned a -inf that should be NaN
+    into 0)."""
+    rng = np.random.default_rng(0)
+    shape = (2, 12, 9, 15)
+    x = rng.standard_normal(shape).astype(np.float32)
+    where = rng.random(shape) < 0.1
+    x[where] = rng.choice(np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45], np.float32),
+                          int(where.sum()))
+    inits = [("w", randn(8, 12, 3, 3)), ("b", randn(8))]
+    if fused:
+        f = TensorProto.FLOAT
+        node = helper.make_node("FusedConv", ["x0", "w", "b", "z"], ["y0"], name="n0",
+                                domain="refmnn", pads=[1, 1, 1, 1], activation="relu")
+        model = make_model([node], [("x0", f, shape), ("z", f, (2, 8, 9, 15))], [("y0", f, None)],
+                           initializers=[numpy_helper.from_array(v, n) for n, v in inits],
+                           extra_opsets=[("refmnn", 1)])
+        feeds = {"x0": x, "z": randn(2, 8, 9, 15)}
+    else:
+        model = node_model("Conv", [shape], {"pads": [1, 1, 1, 1]}, inits=inits)
+        feeds = {"x0": x}
+    want = refmnn.Session(model, check=False).run(feeds)["y0"]
+    session = opencl_session(model)
+    (step,) = [s for s in session.resize({k: v.shape for k, v in feeds.items()}).steps
+               if isinstance(s, RunStep)]
+    assert (step.backend, step.scheme) == ("opencl", "winograd_f23"), (step.backend, step.scheme)
+    for _ in range(2):  # then the same image made finite, on the same session
+        got = session.run(feeds)["y0"]
+        nan_where = np.isnan(got) != np.isnan(want)
+        assert not nan_where.any(), f"{int(nan_where.sum())} outputs NaN on one side only"
+        assert np.array_equal(np.where(np.isinf(want), want, 0), np.where(np.isinf(got), got, 0))
+        finite = np.isfinite(want)
+        np.testing.assert_allclose(got[finite], want[finite], rtol=1e-5, atol=1e-5)
+        feeds = {**feeds, "x0": np.nan_to_num(feeds["x0"], nan=0.0, posinf=1.0, neginf=-1.0)}
+        want = refmnn.Session(model, check=False).run(feeds)["y0"]

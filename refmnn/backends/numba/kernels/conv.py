@@ -96,8 +96,8 @@ from refmnn.backends.numba.kernels.conv_1x1_simd import plan as plan_1x1
 from refmnn.backends.numba.kernels.conv_direct_few_oc16 import (DirectFewOc16Conv,
                                                                 direct_few_oc16_cost,
                                                                 is_direct_few_oc16)
-from refmnn.backends.numba.kernels.conv_base import (GEMM_CALL, LOOP, ConvBase, conv_params,
-                                                     gemm_macs, is_1x1, is_2d, is_3x3_s1,
+from refmnn.backends.numba.kernels.conv_base import (GEMM_CALL, LOOP, ConvBase, conv_direct,
+                                                     conv_params, gemm_macs, is_1x1, is_2d,
                                                      is_depthwise, is_depthwise_3x3,
                                                      is_depthwise_s1, macs, weights_packing)
 from refmnn.backends.numba.kernels.conv_direct_few import (DirectFewConv, DirectFewSimdConv,
@@ -123,6 +123,7 @@ from refmnn.backends.numba.kernels.conv_im2col_s2 import (Im2colS2Conv, im2col_s
 from refmnn.backends.numba.kernels.conv_winograd import (Winograd23Conv, Winograd23SimdConv,
                                                          Winograd43Conv, Winograd43SimdConv,
                                                          is_3x3_s1_simd, winograd23_cost,
+                                                         winograd_applies,
                                                          winograd23_simd_cost, winograd43_cost,
                                                          winograd43_simd_cost)
 from refmnn.backends.numba.kernels.fused import NONE, epilogue_ok, epilogue_rows
@@ -131,42 +132,6 @@ from refmnn.ops.fused import DOMAIN as FUSED_DOMAIN
 
 # ---------------------------------------------------------------------------------------------
 # numba loops
-
-
-@njit(**PJIT)
-def conv_direct(x, w, bias, out, sh, sw, dh, dw, pt, pl, group):
-    n_img, c_in, h, wd = x.shape
-    oc_n, cg, kh_n, kw_n = w.shape
-    oh_n, ow_n = out.shape[2], out.shape[3]
-    ocg = oc_n // group
-    for t in prange(n_img * oc_n):
-        n = t // oc_n
-        oc = t % oc_n
-        g = oc // ocg
-        plane = out[n, oc]
-        b = bias[oc]
-        for oh in range(oh_n):
-            for ow in range(ow_n):
-                plane[oh, ow] = b
-        for ic in range(cg):
-            c = g * cg + ic
-            for kh in range(kh_n):
-                for kw in range(kw_n):
-                    wv = w[oc, ic, kh, kw]
-                    off = kw * dw - pl
-                    lo = 0 if off >= 0 else min(ow_n, (-off + sw - 1) // sw)
-                    hi = max(lo, min(ow_n, (wd - 1 - off) // sw + 1 if wd - 1 - off >= 0 else 0))
-                    if hi == lo:
-                        continue
-                    for oh in range(oh_n):
-                        ih = oh * sh - pt + kh * dh
-                        if ih < 0 or ih >= h:
-                            continue
-                        # slices first: indices from 0 let LLVM vectorise (no negative-index fixup)
-                        dst = plane[oh, lo:hi]
-                        src = x[n, c, ih, lo * sw + off:(hi - 1) * sw + off + 1:sw]
-                        for k in range(hi - lo):
-                            dst[k] += wv * src[k]
 
 
 @njit(**PJIT)
@@ -560,10 +525,10 @@ def _schemes(fused: bool) -> tuple[Scheme, ...]:
         Scheme("direct7x7_few_simd", lambda b, s: DirectFewSimdConv(b),
                applies=when(is_direct7x7_few_simd), cost=direct7x7_few_simd_cost,
                doc="7x7 with <= 4 input channels: padded planes, 4 x 24 register tiles"),
-        Scheme("winograd_f23", lambda b, s: Winograd23Conv(b), applies=when(is_3x3_s1),
+        Scheme("winograd_f23", lambda b, s: Winograd23Conv(b), applies=when(winograd_applies),
                cost=winograd23_cost,
                doc="F(2x2,3x3): weights transformed in prepare, 16 sgemms"),
-        Scheme("winograd_f43", lambda b, s: Winograd43Conv(b), applies=when(is_3x3_s1),
+        Scheme("winograd_f43", lambda b, s: Winograd43Conv(b), applies=when(winograd_applies),
                cost=winograd43_cost,
                doc="F(4x4,3x3): weights transformed in prepare, 36 sgemms"),
         Scheme("winograd_f23_simd", lambda b, s: Winograd23SimdConv(b),

@@ -1,13 +1,15 @@
 """What every numba Conv/FusedConv scheme shares (:mod:`.conv`, :mod:`.conv_winograd`,
 :mod:`.conv_depthwise3x3`): the geometry of a node, the predicates that say where a scheme
-applies, and :class:`ConvBase` (parameters, bias, epilogue)."""
+applies, :class:`ConvBase` (parameters, bias, epilogue) and the direct loops (``direct``'s, and
+Winograd's where its transforms cannot be exact)."""
 
 from __future__ import annotations
 
 import numpy as np
+from numba import njit, prange
 
 from refmnn.backends.base import Kernel, NodeSpec, Storage
-from refmnn.backends.numba.kernels._common import window_params
+from refmnn.backends.numba.kernels._common import PJIT, window_params
 from refmnn.backends.numba.kernels.fused import NONE, Epilogue
 
 GEMM_CALL = 2e5  # per sgemm call (and its packing launch), in flop units (~4 us at 50 GFLOP/s)
@@ -152,3 +154,43 @@ class ConvBase(Kernel):
         ep = self.epilogue
         ep.active = ep.z_input is not None
         return NONE if ep.active else ep.act
+
+
+# ---------------------------------------------------------------------------------------------
+# direct loops
+
+
+@njit(**PJIT)
+def conv_direct(x, w, bias, out, sh, sw, dh, dw, pt, pl, group):
+    n_img, c_in, h, wd = x.shape
+    oc_n, cg, kh_n, kw_n = w.shape
+    oh_n, ow_n = out.shape[2], out.shape[3]
+    ocg = oc_n // group
+    for t in prange(n_img * oc_n):
+        n = t // oc_n
+        oc = t % oc_n
+        g = oc // ocg
+        plane = out[n, oc]
+        b = bias[oc]
+        for oh in range(oh_n):
+            for ow in range(ow_n):
+                plane[oh, ow] = b
+        for ic in range(cg):
+            c = g * cg + ic
+            for kh in range(kh_n):
+                for kw in range(kw_n):
+                    wv = w[oc, ic, kh, kw]
+                    off = kw * dw - pl
+                    lo = 0 if off >= 0 else min(ow_n, (-off + sw - 1) // sw)
+                    hi = max(lo, min(ow_n, (wd - 1 - off) // sw + 1 if wd - 1 - off >= 0 else 0))
+                    if hi == lo:
+                        continue
+                    for oh in range(oh_n):
+                        ih = oh * sh - pt + kh * dh
+                        if ih < 0 or ih >= h:
+                            continue
+                        # slices first: indices from 0 let LLVM vectorise (no negative-index fixup)
+                        dst = plane[oh, lo:hi]
+                        src = x[n, c, ih, lo * sw + off:(hi - 1) * sw + off + 1:sw]
+                        for k in range(hi - lo):
+                            dst[k] += wv * src[k]

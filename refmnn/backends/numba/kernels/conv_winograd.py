@@ -128,7 +128,7 @@ from numba import njit, prange
 from refmnn.backends.base import NodeSpec, Storage
 from refmnn.backends.numba.kernels._common import JIT, PARALLEL_LOCK, PJIT, Bound, BoundRun, Call
 from refmnn.backends.numba.kernels.conv_base import (GEMM_CALL, GEMM_PACK, ConvBase,
-                                                      gemm_columns, is_3x3_s1)
+                                                      conv_direct, gemm_columns, is_3x3_s1)
 from refmnn.backends.numba.kernels.fused import NONE, activate_row
 from refmnn.backends.numba.kernels.gemm_simd import ROWS, pack_rows, packed_batched_product
 from refmnn.backends.numba.kernels.simd import LANES, native
@@ -380,6 +380,41 @@ def winograd43_output(m, pitch, bias, z, has_z, out, n, tiles_h, tiles_w, act, a
         store_tile_rows(y, plane, z, has_z, n, oc, tiles_w, act, alpha, lo, hi)
 
 
+@njit(**PJIT)
+def direct_if_nonfinite(x, w, bias, z, has_z, out, n, pt, pl, act, alpha, lo, hi):
+    """Where image ``n`` of the input holds an infinity or a NaN, its outputs again by direct
+    summation (:func:`.conv_base.conv_direct`), then the residual and the activation as the
+    output transform applies them; otherwise nothing.
+
+    Why: the transforms add and subtract the inputs of a whole tile (``B^T d B``), so one
+    infinite input turns outputs NaN whose own sums -- the reference's, over their windows --
+    give an infinity or a number (measured: a 12 -> 3 channel 9x15 convolution of inputs a
+    tenth NaN, +-inf, zeros and subnormals: F(4,3) 93 outputs NaN where the reference has
+    numbers or infinities, found by ``tools/fuzz_graphs.py --special --scale 3``), and after a
+    Relu or a Clip such an output could even look finite. The direct sums put NaN and
+    infinities where the reference does. The check is one parallel pass over the image's input
+    (finite inputs, the usual case, pay only that: ~86 us over ResNet-18's 13 Winograd
+    layers, 0.6 % of its run); the non-finite weights it would miss keep the scheme from
+    applying (:func:`winograd_applies`)."""
+    image = x[n].reshape(-1)
+    bad = 0
+    for i in prange(image.size):
+        if not np.isfinite(image[i]):
+            bad += 1
+    if bad == 0:
+        return
+    conv_direct(x[n:n + 1], w, bias, out[n:n + 1], 1, 1, 1, 1, pt, pl, 1)
+    for oc in prange(out.shape[1]):
+        plane = out[n, oc]
+        for oh in range(plane.shape[0]):
+            row = plane[oh]
+            if has_z:
+                residual = z[n, oc, oh]
+                for k in range(row.shape[0]):
+                    row[k] += residual[k]
+            activate_row(row, act, alpha, lo, hi)
+
+
 class WinogradConv(BoundRun, ConvBase):
     """Winograd F(m x m, 3x3), shared by F(2x2, 3x3) and F(4x4, 3x3): ``m x m`` output tiles
     from ``a x a`` input tiles (``a = m + 2``), ``a*a`` sgemms ``M_i = U_i @ V_i`` per image."""
@@ -472,7 +507,9 @@ class WinogradConv(BoundRun, ConvBase):
                       product,
                       (self.transform_output, (m, self.pitch, bias, z, self.z_in_loops, out, n,
                                                self.th, self.tw, self.act, ep.alpha, ep.lo,
-                                               ep.hi))]
+                                               ep.hi)),
+                      (direct_if_nonfinite, (inputs[0], inputs[1], bias, z, self.z_in_loops,
+                                             out, n, pt, pl, self.act, ep.alpha, ep.lo, ep.hi))]
         return tuple(calls)
 
 
@@ -524,9 +561,16 @@ def slab(elems: int) -> int:
     return elems + (LINE_FLOATS - elems) % (2 * LINE_FLOATS)
 
 
+def winograd_applies(spec: NodeSpec) -> bool:
+    """3x3, stride 1, dilation 1, one group, constant weights that are all finite: the
+    transformed weights U mix each filter's nine taps, so one infinite or NaN weight would spoil
+    outputs its own products do not reach (see :func:`direct_if_nonfinite`)."""
+    return is_3x3_s1(spec) and bool(np.isfinite(np.asarray(spec.constants[1])).all())
+
+
 def is_3x3_s1_simd(spec: NodeSpec) -> bool:
     """The Winograd conditions on a CPU with AVX2 and FMA (:func:`.simd.native`)."""
-    return is_3x3_s1(spec) and native()
+    return winograd_applies(spec) and native()
 
 
 def winograd_cost(spec: NodeSpec, m: int, simd: bool = False) -> float:

@@ -16,7 +16,11 @@ Schemes (the planner takes the applicable one of lowest cost; flops = 2 N M OH O
   once at prepare on the host (U = G g G^T, 16 x M x C, a STATIC buffer; only weights that are
   not constants are transformed on the device every run, into the workspace), input tiles
   transformed to V (16 x C x tiles), 16 batched GEMMs U[k] @ V[k], output transform
-  A^T m A + bias. 2.25x fewer multiplies than direct. Cost: 0.3 flops + transform traffic.
+  A^T m A + bias. 2.25x fewer multiplies than direct. A strip of tiles whose computed outputs
+  are not all finite (an infinite or NaN input or weight, which the transforms spread to outputs
+  whose own windows never see it) stores its outputs summed the direct way, so NaN and
+  infinities land where the reference puts them (``winograd_output``). Cost: 0.3 flops +
+  transform traffic.
 
 ``refmnn::FusedConv`` (act(Conv(X, W, B) + Z), :mod:`refmnn.ops.fused`) has the same schemes.
 Its epilogue runs in each scheme's store: the GEMM schemes pass Z and the activation to the
@@ -277,7 +281,8 @@ class ConvWinograd(GemmConv):
             self.gemm.launch(local),
             Launch(self.k_out, (-(-self.TW // 8), self.TH, g.N * g.M), None,
                    [("ws", self.n_u + self.n_v), ("in?", 2), ("out", 0), g.N * g.M, g.M, g.OH, g.OW,
-                    self.TH, self.TW, int(g.has_bias), *self.tail.args]),
+                    self.TH, self.TW, int(g.has_bias), ("in", 0), ("in", 1), g.C, g.H, g.W, g.PH,
+                    g.PW, *self.tail.args]),
             *self.tail.post,
         ]
 
