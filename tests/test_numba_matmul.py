@@ -4,6 +4,7 @@ Strassen's scheme with its cost (the helpers and the checks: tests/numba_checks.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 pytest.importorskip("numba", reason="the numba backend needs numba: pip install 'refmnn[numba]'")
@@ -84,6 +85,31 @@ def test_matmul_strassen(a, b, leaf, depth, monkeypatch):
     node = helper.make_node("MatMul", ["A", "B"], ["Y"], name="n0")
     model = make_model([node], [("A", F, a), ("B", F, b)], [("Y", F, None)])
     check_node(model, {"A": rand(*a), "B": rand(*b)}, must_run=("blas", "strassen"))
+
+
+def test_matmul_strassen_with_infinite_and_nan_operands(monkeypatch):
+    """Strassen's block sums spread an infinity of A or B to outputs whose own products never
+    meet it (inf - inf: NaN), so a result that is not all finite is made again by the plain
+    product: NaN and infinities exactly where the reference has them, the rest close."""
+    from refmnn.backends.numba.kernels import strassen
+
+    monkeypatch.setattr(strassen, "LEAF", 8)
+    monkeypatch.setattr(strassen, "ADD", 0.0)
+    a, b = rand(32, 48), rand(48, 64)
+    a[3, 5], a[20, 40], b[7, 2] = np.inf, np.nan, -np.inf
+    node = helper.make_node("MatMul", ["A", "B"], ["Y"], name="n0")
+    model = make_model([node], [("A", F, (32, 48)), ("B", F, (48, 64))], [("Y", F, None)])
+    want = a.astype(np.float64) @ b.astype(np.float64)
+
+    def same_specials(scheme, outputs):  # type: ignore[no-untyped-def]
+        out = outputs[0]
+        assert np.array_equal(np.isnan(out), np.isnan(want)), (scheme, "NaN on one side")
+        assert np.array_equal(np.where(np.isinf(want), want, 0), np.where(np.isinf(out), out, 0))
+        finite = np.isfinite(want)
+        np.testing.assert_allclose(out[finite], want[finite], rtol=1e-4, atol=1e-4)
+
+    assert np.isnan(want).any() and np.isinf(want).any() and np.isfinite(want).any()
+    check_node(model, {"A": a, "B": b}, tol=None, inspect=same_specials, must_run=("strassen",))
 
 
 def test_fused_matmul_strassen(monkeypatch):

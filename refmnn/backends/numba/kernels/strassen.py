@@ -21,6 +21,11 @@ cancels partial products): about 1e-6 relative (L2) per level on standard-normal
 operands at 1024-4096 (a classic GEMM: ~3e-7), which is why it is a scheme the cost model must
 choose, never a silent replacement.
 
+Operands with an infinity or a NaN: block sums spread it (an infinite A11 reaches C22 through
+M1 and M6, where inf - inf is NaN), so when the result holds any non-finite value -- which such
+an operand always leaves -- the kernel makes the plain BLAS product instead; finite operands pay
+one pass over the result (its sum).
+
 Temporaries: per level one ``[M/2, K/2]`` operand sum, one ``[K/2, N/2]`` and one ``[M/2, N/2]``
 product, carved from the kernel's WORKSPACE in ``prepare``; nothing is allocated in ``run``.
 
@@ -114,6 +119,13 @@ class StrassenMatMul(Kernel):
                 start += size
             temps.append(tuple(views))
         self._product(inputs[0], inputs[1], outputs[0], temps)
+        if not np.isfinite(np.add.reduce(outputs[0], axis=None)):
+            # Strassen adds and subtracts blocks of A and B before multiplying them, so one
+            # infinite or NaN element spreads to outputs whose own products never meet it
+            # (M1 - M2 + ...: inf - inf = NaN); such an operand always leaves some output
+            # infinite or NaN, and then the plain product, whose NaN and infinities are where
+            # the reference puts them, is made instead (also where finite outputs' sum overflows)
+            self.backend.gemm(inputs[0], inputs[1], outputs[0])
         self.epilogue(inputs, outputs[0])
 
     def _product(self, a, b, out, temps) -> None:  # type: ignore[no-untyped-def]
