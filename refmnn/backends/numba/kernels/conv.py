@@ -123,9 +123,8 @@ from refmnn.backends.numba.kernels.conv_im2col_s2 import (Im2colS2Conv, im2col_s
 from refmnn.backends.numba.kernels.conv_winograd import (Winograd23Conv, Winograd23SimdConv,
                                                          Winograd43Conv, Winograd43SimdConv,
                                                          is_3x3_s1_simd, winograd23_cost,
-                                                         winograd_applies,
                                                          winograd23_simd_cost, winograd43_cost,
-                                                         winograd43_simd_cost)
+                                                         winograd43_simd_cost, winograd_applies)
 from refmnn.backends.numba.kernels.fused import NONE, epilogue_ok, epilogue_rows
 from refmnn.ops.fused import DOMAIN as FUSED_DOMAIN
 
