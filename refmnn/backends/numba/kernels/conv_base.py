@@ -162,6 +162,11 @@ class ConvBase(Kernel):
 
 @njit(**PJIT)
 def conv_direct(x, w, bias, out, sh, sw, dh, dw, pt, pl, group):
+    """out = bias + the sum of each window's taps that fall inside the input, a prange over
+    (image, output channel), one weight times a row of inputs at a time. Taps in the padding
+    add nothing -- not the weight times zero, which the reference's padded product is: with an
+    infinite or NaN weight the reference has NaN where a window overlaps the padding and this
+    does not (as OpenCL's direct kernel, whose docstring says so)."""
     n_img, c_in, h, wd = x.shape
     oc_n, cg, kh_n, kw_n = w.shape
     oh_n, ow_n = out.shape[2], out.shape[3]

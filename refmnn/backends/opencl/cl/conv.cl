@@ -18,10 +18,10 @@
 
 /* Output (n, m, oh, ow) of a convolution summed the direct way: the bias (when has_bias), then
  * every tap of the window inside the input (taps in the padding add nothing). */
-inline float conv_direct_sum(__global const store_t *x, int x_off, __global const store_t *w, int w_off,
-                             __global const store_t *bias, int b_off, int has_bias, int n, int m,
-                             int oh, int ow, int C, int H, int W, int M, int KH, int KW, int SH,
-                             int SW, int PH, int PW, int DH, int DW, int group) {
+inline float conv_direct_sum(__global const store_t *x, int x_off, __global const store_t *w,
+                             int w_off, __global const store_t *bias, int b_off, int has_bias,
+                             int n, int m, int oh, int ow, int C, int H, int W, int M, int KH,
+                             int KW, int SH, int SW, int PH, int PW, int DH, int DW, int group) {
     int cg = C / group, g = m / (M / group);
     float acc = has_bias ? LOAD(bias, b_off + m) : 0.0f;
     for (int c = 0; c < cg; c++) {
