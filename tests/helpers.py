@@ -1,12 +1,17 @@
-"""Small model builders shared by the machinery tests."""
+"""Small model builders shared by the machinery tests, and the special-value checks of the
+backends' tests."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper
+
+from refmnn.compare import NONFINITE, OK, Tolerance, compare_arrays
 
 
 def make_model(
@@ -101,3 +106,39 @@ def in_forked_child(work: Callable[[], object], timeout: int = 120) -> str:
         message = pipe.read().decode()
     _, status = os.waitpid(pid, 0)
     return message or f"child ended without a word (wait status {status})"
+
+
+def special_input(shape: Sequence[int], seed: int = 0) -> np.ndarray:
+    """Standard normal float32 with a tenth of the elements NaN, +inf, -inf, +-0 or subnormal,
+    as tools/fuzz_graphs.py --special draws them for a backend (no huge values, where the order
+    of a float32 sum decides whether it overflows)."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape).astype(np.float32)
+    where = rng.random(shape) < 0.1
+    specials = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45], np.float32)
+    x[where] = rng.choice(specials, int(where.sum()))
+    return x
+
+
+def assert_same_specials(got: np.ndarray, want: np.ndarray, what: object, *,
+                         rtol: float | None = None, atol: float = 0.0,
+                         rel_l2: float | None = None) -> None:
+    """NaN and infinities (with their signs) exactly where ``want`` has them -- the check of
+    :func:`refmnn.compare.compare_arrays` --, then the finite values within ``|got - want| <=
+    atol + rtol * |want|`` or, given ``rel_l2``, within that relative L2 error. ``got`` is
+    widened to ``want``'s dtype (a float64 oracle stays float64)."""
+    elementwise = Tolerance(atol=atol, rtol=rtol, scaled=False) if rtol is not None else \
+        Tolerance(atol=np.inf, rtol=0.0, scaled=False)
+    diff = compare_arrays(np.asarray(got).astype(want.dtype), want, elementwise)
+    assert diff.status != NONFINITE, (what, diff.detail)
+    assert diff.status == OK, (what, diff.detail)
+    assert rel_l2 is None or diff.rel_l2 <= rel_l2, (what, diff.rel_l2)
+
+
+def require_backend(name: str) -> None:
+    """Skip the calling test, with the backend's own reason, where ``name`` cannot run here."""
+    from refmnn.backends.registry import BackendRegistry
+
+    info = BackendRegistry().info(name)
+    if not info.available:
+        pytest.skip(f"backend {name} not available here: {info.reason}")

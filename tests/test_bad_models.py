@@ -13,13 +13,12 @@ from onnx import TensorProto, helper
 
 import refmnn
 from refmnn import ModelError, ResourceError, ShapeError, TensorType
-from refmnn.backends import BackendRegistry
 from refmnn.backends.host import HostMemory
 from refmnn.dtypes import DType
 from refmnn.ops import default_registry
 from refmnn.ops._schema import op
 from refmnn.schedule.memory import format_bytes
-from tests.helpers import add_relu_model, make_model
+from tests.helpers import add_relu_model, make_model, require_backend
 
 ROOT = Path(__file__).resolve().parents[1]
 F = TensorProto.FLOAT
@@ -141,9 +140,7 @@ def test_a_minus_one_beside_a_zero_dim_is_refused_when_planning(backend):
     (onnxruntime refuses it too). Planning says so, naming the node, on every backend: a
     BERT exported with a dynamic batch, run on an empty batch, used to fail on numba with a
     bare ValueError from the Reshape's lowering."""
-    info = BackendRegistry().info(backend)
-    if not info.available:
-        pytest.skip(f"backend {backend} not available here: {info.reason}")
+    require_backend(backend)
     shape = helper.make_tensor("shape", TensorProto.INT64, [3], [0, 4, -1])
     node = helper.make_node("Reshape", ["x", "shape"], ["y"], name="the_node")
     model = make_model([node], [("x", F, ["n", 4, 3])], [("y", F, ["n", 4, "m"])],
@@ -241,9 +238,7 @@ def test_mutated_official_cases_agree_on_each_backend(tmp_path, backend, mode):
     the backend (tools/fuzz_models.py --backend; --values feeds NaN, infinities, signed zeros
     and subnormals). This found OpenCL buffers handed to a subgraph as they were, and PoCL's
     tanh stopping short of 1 (tests/test_opencl_findings.py)."""
-    info = BackendRegistry().info(backend)
-    if not info.available:
-        pytest.skip(f"backend {backend} not available here: {info.reason}")
+    require_backend(backend)
     extra = ["--values"] if mode == "values" else []
     result, count = _fuzz(tmp_path, "--seeds", "1", "--first-seed", "1", "--backend", backend,
                           *extra)

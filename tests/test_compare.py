@@ -19,7 +19,8 @@ from onnx import TensorProto, helper, numpy_helper
 from refmnn.cli import main
 from refmnn.compare import (MISMATCH, OK, Tolerance, compare_backends, compare_values,
                             main as compare_main)
-from tests.helpers import add_relu_model, gelu_chain_model, install_distribution, make_model
+from tests.helpers import (add_relu_model, gelu_chain_model, install_distribution, make_model,
+                           require_backend)
 
 SKEWED = '''
 import numpy as np
@@ -151,11 +152,7 @@ def test_values_a_backend_fused_away_are_not_divergences(tmp_path, capsys):
     divergences; the chain's output is compared. Before, every such value was a divergence
     (SqueezeNet 1.1 against numba: "27 of 65 value(s) diverge", first at its first Conv), and
     the folded constants made the run a KeyError."""
-    from refmnn.backends import BackendRegistry
-
-    info = BackendRegistry().info("numba")
-    if not info.available:
-        pytest.skip(f"backend numba not available here: {info.reason}")
+    require_backend("numba")
     path = tmp_path / "gelu.onnx"
     path.write_bytes(gelu_chain_model().SerializeToString())
     assert main(["compare", str(path), "--backends", "reference,numba"]) == 0

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from refmnn.backends import BackendRegistry
+from tests.helpers import require_backend
 
 BACKENDS = ("numba", "opencl")
 
@@ -22,9 +22,7 @@ BACKENDS = ("numba", "opencl")
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_backend_passes_its_conformance_suite_and_reports(backend, tmp_path):
-    info = BackendRegistry().info(backend)
-    if not info.available:
-        pytest.skip(f"backend {backend} not available here: {info.reason}")
+    require_backend(backend)
     report = tmp_path / "report"
     done = subprocess.run(
         [sys.executable, "-m", "refmnn_conformance", "--backend", backend, "--source", "refmnn",

@@ -15,8 +15,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 import fuzz_graphs  # noqa: E402
 
 from refmnn import Session  # noqa: E402
-from refmnn.backends.registry import BackendRegistry  # noqa: E402
 from refmnn.schedule import plan as plan_module  # noqa: E402
+from tests.helpers import require_backend  # noqa: E402
 
 SEEDS = range(40)
 BACKEND_SEEDS = range(25)
@@ -45,9 +45,7 @@ def test_the_reference_backend_is_the_plain_run_bit_for_bit(dynamic, scale, dtyp
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
 @pytest.mark.parametrize("backend", ["numba", "opencl"])
 def test_a_backend_is_the_plain_run_within_tolerance(backend, dynamic):
-    info = BackendRegistry().info(backend)
-    if not info.available:
-        pytest.skip(f"{backend} backend unavailable: {info.reason}")
+    require_backend(backend)
     assert _findings(BACKEND_SEEDS, backend, dynamic=dynamic) == {}
 
 

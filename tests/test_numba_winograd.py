@@ -12,6 +12,7 @@ pytest.importorskip("numba", reason="the numba backend needs numba: pip install 
 
 import refmnn  # noqa: E402
 from refmnn.backends.numba import NumbaBackend  # noqa: E402
+from tests.helpers import assert_same_specials, special_input  # noqa: E402
 from tests.numba_checks import SIMD_WINOGRAD, check_node, conv_model, rand, rel_l2  # noqa: E402
 
 
@@ -88,29 +89,11 @@ def test_winograd_simd_spaced_slabs_with_a_stale_workspace(scheme):
     backend.close()
 
 
-def _special_input(shape, seed=0):
-    """N(0, 1) with a tenth of the elements NaN, +inf, -inf, +-0 or subnormal, as
-    tools/fuzz_graphs.py --special draws them (no huge values: see the docstring below)."""
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal(shape).astype(np.float32)
-    where = rng.random(shape) < 0.1
-    specials = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45], np.float32)
-    x[where] = rng.choice(specials, int(where.sum()))
-    return x
-
-
 def _same_specials(want):  # type: ignore[no-untyped-def]
     """``inspect`` for check_node: NaN where the reference has NaN, the same infinities, and
     the finite values within float32 rounding of the sums' order."""
     def inspect(scheme, outputs):  # type: ignore[no-untyped-def]
-        out = outputs[0]
-        assert np.array_equal(np.isnan(out), np.isnan(want)), \
-            (scheme, int((np.isnan(out) != np.isnan(want)).sum()), "outputs NaN on one side")
-        assert np.array_equal(np.where(np.isinf(want), want, 0), np.where(np.isinf(out), out, 0)), \
-            (scheme, "infinities differ")
-        finite = np.isfinite(want)
-        error = rel_l2(out[finite], want[finite])
-        assert error <= 5e-6, (scheme, error)
+        assert_same_specials(outputs[0], want, scheme, rel_l2=5e-6)
     return inspect
 
 
@@ -125,7 +108,7 @@ def test_winograd_with_infinite_and_nan_inputs_matches_the_reference(act):
     Relu after, a NaN that became -inf could otherwise have come out as a plausible 0.
     Huge finite inputs stay out of this check: there Winograd's transforms can overflow where
     the direct sums do not, as the order of any float32 sum decides where it overflows."""
-    x = _special_input((2, 12, 9, 15))
+    x = special_input((2, 12, 9, 15))
     model = conv_model((2, 12, 9, 15), (3, 12, 3, 3), pads=[2, 2, 2, 2])
     if act:  # the same node as refmnn::FusedConv with the activation in its loops
         node = model.graph.node[0]

@@ -20,7 +20,7 @@ from refmnn.ops import default_registry
 from refmnn.ops._schema import OpContext, into
 from refmnn.schedule import plan as plan_module
 from refmnn.schedule.memory import Interval, align, lower_bound, plan_arena, verify_no_overlap
-from tests.helpers import add_relu_model, make_model
+from tests.helpers import add_relu_model, make_model, require_backend
 
 intervals = st.lists(
     st.tuples(st.integers(1, 5000), st.integers(-1, 30), st.integers(0, 12)).map(
@@ -305,9 +305,7 @@ def test_reshapes_are_planned_as_aliases_of_their_input(backend):
     """Reshape-like steps (and the Rasters that lower them) run nothing: the output is the
     input's bytes at the same offset, live for the union of both ranges; a Transpose (a real
     permutation) still runs. Results equal the reference without an arena (no planning)."""
-    info = BackendRegistry().info(backend)
-    if not info.available:
-        pytest.skip(f"backend {backend} is not available here: {info.reason}")
+    require_backend(backend)
     x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
     want = refmnn.Session(_reshape_chain_model(), arena=False).run({"X": x})["Y"]
     session = refmnn.Session(_reshape_chain_model(), backends=(backend,))
@@ -382,9 +380,7 @@ def test_concat_inputs_and_split_outputs_are_planned_as_runs_of_one_value(backen
     """A Concat whose inputs are aligned runs of its output runs nothing (the producers write
     into the output's bytes), so does a Split whose outputs are runs of its input; the group
     lives as long as any of its values. Batch > 1 and unaligned runs still copy."""
-    info = BackendRegistry().info(backend)
-    if not info.available:
-        pytest.skip(f"backend {backend} is not available here: {info.reason}")
+    require_backend(backend)
     rng = np.random.default_rng(2)
     feeds = {"X": rng.standard_normal((1, 16, 2, 2)).astype(np.float32),
              "Z": rng.standard_normal((2, 16)).astype(np.float32),
@@ -415,9 +411,7 @@ def test_a_node_with_an_empty_tensor_is_the_references(backend):
     with a ZeroDivisionError in numba's blocked 1x1 convolution's prepare."""
     from tests.test_blocked import _inverted_residual
 
-    info = BackendRegistry().info(backend)
-    if not info.available:
-        pytest.skip(f"backend {backend} not available here: {info.reason}")
+    require_backend(backend)
     model, feeds = _inverted_residual()
     model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "n"
     session = refmnn.Session(model, backends=(backend,), check=False)

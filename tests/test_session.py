@@ -8,7 +8,7 @@ from onnx import TensorProto, helper
 
 import refmnn
 from refmnn import InputError, OpError, ShapeError
-from tests.helpers import add_relu_model, gelu_chain_model, make_model
+from tests.helpers import add_relu_model, gelu_chain_model, make_model, require_backend
 
 
 def _feeds(shape=(2, 3), seed=0):
@@ -174,11 +174,7 @@ def test_threads_sharing_a_session_each_get_their_own_answers(backend):
     import sys
     import threading
 
-    from refmnn.backends import BackendRegistry
-
-    info = BackendRegistry().info(backend)
-    if not info.available:
-        pytest.skip(f"backend {backend} not available here: {info.reason}")
+    require_backend(backend)
     sess = refmnn.Session(_chain_model(), backends=(backend,))
     rng = np.random.default_rng(0)
     xs = [rng.standard_normal((48, 48)).astype(np.float32) for _ in range(4)]

@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 import refmnn
-from refmnn.backends.registry import BackendRegistry
 from refmnn.demo import rel_l2
+from tests.helpers import require_backend
 
 torch = pytest.importorskip("torch", reason="the modules are built with torch: "
                             "pip install torch==2.13.0")
@@ -245,17 +245,10 @@ def test_reference_matches_pytorch(exported):
     _assert_close(refmnn.Session(model).run(feeds), want, f"{name} on the reference")
 
 
-def _skip_unless_available(backend: str) -> None:
-    if backend != "reference":
-        info = BackendRegistry().info(backend)
-        if not info.available:
-            pytest.skip(f"{backend} backend unavailable: {info.reason}")
-
-
 @pytest.mark.parametrize("backend", ["numba", "opencl"])
 def test_backend_matches_the_reference(exported, backend):
     name, model, feeds, _ = exported
-    _skip_unless_available(backend)
+    require_backend(backend)
     want = list(refmnn.Session(model).run(feeds).values())
     _assert_close(refmnn.Session(model, backends=(backend,)).run(feeds), want,
                   f"{name} on {backend}")
@@ -291,7 +284,7 @@ first: a plan made again for shapes seen before)."""
 @pytest.mark.parametrize("backend", ["reference", "numba", "opencl"])
 @pytest.mark.parametrize("name", list(SIZES))
 def test_dynamic_exports_match_pytorch_at_every_size(dynamic_exports, name, backend):
-    _skip_unless_available(backend)
+    require_backend(backend)
     module, model = dynamic_exports[name]
     session = refmnn.Session(model, backends=(backend,))
     generator = torch.Generator().manual_seed(1)
