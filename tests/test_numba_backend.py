@@ -29,7 +29,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 import refmnn  # noqa: E402
 from refmnn.backends.numba import NumbaBackend  # noqa: E402
 from refmnn.schedule.plan import RunStep  # noqa: E402
-from tests.helpers import make_model  # noqa: E402
+from tests.helpers import assert_same_specials, make_model  # noqa: E402
 from tests.numba_checks import (F, SIMD_1X1, SIMD_DW_C8, SIMD_DW_S2,  # noqa: E402
                                 WINOGRAD, check_node, conv_model, rand, rel_l2)
 
@@ -494,6 +494,55 @@ def test_depthwise_c8_padding_and_overlap_with_inf_and_nan():
         expected = refmnn.Session(model, check=False).run({"X": x})["Y"]
         check_node(model, {"X": x}, tol=None, must_run=SIMD_DW_C8,
                    inspect=_same_nonfinite(expected))
+
+
+def _with_specials(w):  # type: ignore[no-untyped-def]
+    """``w`` with +inf, NaN and -inf as the first tap of its first, middle and last filters."""
+    w[[0, w.shape[0] // 2, -1], :, 0, 0] = [[np.inf], [np.nan], [-np.inf]]
+    return w
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), [
+    ((1, 4, 9, 8), (5, 4, 3, 3), {"pads": [1, 2, 0, 1]}),
+    ((1, 6, 10, 10), (6, 1, 3, 3), {"group": 6, "pads": [1, 1, 1, 1]}),
+    ((2, 3, 9, 37), (6, 1, 3, 3), {"group": 3, "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((2, 3, 9, 12), (6, 1, 3, 2), {"group": 3, "dilations": [2, 3], "pads": [2, 0, 1, 3]}),
+])
+def test_infinite_and_nan_weights_where_windows_overlap_the_padding(x_shape, w_shape, attrs):
+    """The reference pads with zeros and multiplies them by the weights, so an infinite or NaN
+    weight makes NaN of every output whose window puts it on the padding. direct, depthwise,
+    depthwise3x3_same and depthwise3x3_s2_simd skip the padding taps: with such constant
+    weights they gave numbers there (forced one by one, 6 to 224 outputs each), so they
+    decline them and every scheme that still applies must have the reference's NaN,
+    infinities and numbers."""
+    model = conv_model(x_shape, w_shape, **attrs)
+    weights = model.graph.initializer[0]
+    weights.CopyFrom(numpy_helper.from_array(_with_specials(rand(*w_shape)), weights.name))
+    x = rand(*x_shape)
+    want = refmnn.Session(model, check=False).run({"X": x})["Y"]
+    assert np.isnan(want).any() and np.isfinite(want).any()
+
+    def same(scheme, outputs):  # type: ignore[no-untyped-def]
+        assert_same_specials(outputs[0], want, scheme, rel_l2=1e-5)
+    check_node(model, {"X": x}, tol=None, inspect=same)
+
+
+def test_weights_given_at_run_time_keep_the_padding_products():
+    """Weights that arrive at run time cannot be checked when planning, so where the
+    convolution pads, the schemes that skip the padding taps decline them too (im2col_gemm and
+    the zero-padded planes run): an infinite weight gives the reference's NaN."""
+    for w_shape, attrs in (((5, 4, 3, 3), {}), ((4, 1, 3, 3), {"group": 4})):
+        node = helper.make_node("Conv", ["X", "W"], ["Y"], name="n0", pads=[1, 1, 1, 1],
+                                **attrs)
+        model = make_model([node], [("X", F, (1, 4, 9, 8)), ("W", F, w_shape)],
+                           [("Y", F, None)])
+        feeds = {"X": rand(1, 4, 9, 8), "W": _with_specials(rand(*w_shape))}
+        want = refmnn.Session(model, check=False).run(feeds)["Y"]
+        assert np.isnan(want).any() and np.isfinite(want).any()
+        session = refmnn.Session(model, backends=("numba",), check=False)
+        assert_same_specials(session.run(feeds)["Y"], want, attrs, rel_l2=1e-5)
+        (step,) = [s for s in session.plan.steps if isinstance(s, RunStep)]
+        assert step.backend == "numba", step.reason
 
 
 def test_depthwise_c8_is_chosen_for_small_planes_and_stride_2():

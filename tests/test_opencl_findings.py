@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 import refmnn
 from refmnn.schedule.plan import RunStep
 from tests.helpers import assert_same_specials, make_model, special_input
-from tests.test_opencl_backend import F, node_model, opencl_session, randn
+from tests.test_opencl_backend import F, every_scheme, node_model, opencl_session, randn
 
 
 def test_a_subgraph_reads_an_outer_value_held_on_the_device():  # type: ignore[no-untyped-def]
@@ -137,3 +137,37 @@ def test_winograd_with_infinite_and_nan_inputs_matches_the_reference(fused):  # 
         assert_same_specials(session.run(feeds)["y0"], want, "opencl", rtol=1e-5, atol=1e-5)
         feeds = {**feeds, "x0": np.nan_to_num(feeds["x0"], nan=0.0, posinf=1.0, neginf=-1.0)}
         want = refmnn.Session(model, check=False).run(feeds)["y0"]
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), [
+    ((1, 8, 7, 9), (6, 8, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((1, 4, 9, 8), (6, 2, 3, 2), {"group": 2, "strides": [2, 1], "dilations": [2, 1],
+                                  "pads": [1, 0, 2, 1]}),
+    ((1, 6, 8, 8), (12, 1, 3, 3), {"group": 6, "pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    ((1, 8, 12, 20), (8, 1, 3, 3), {"group": 8, "pads": [1, 1, 1, 1]}),
+    ((1, 3, 10, 10), (4, 3, 5, 5), {"auto_pad": "SAME_UPPER", "strides": [2, 2]}),
+], ids=["winograd", "grouped", "depthwise_s2", "depthwise_s1", "same_upper"])
+@pytest.mark.parametrize("runtime", [False, True], ids=["constant", "runtime"])
+def test_infinite_and_nan_weights_where_windows_overlap_the_padding(x_shape, w_shape, attrs,
+                                                                    runtime):
+    """The reference pads with zeros and multiplies them by the weights, so an infinite or NaN
+    weight makes NaN of every output whose window puts it on the padding. The direct and
+    depthwise kernels skipped the padding taps (numbers there; Winograd's strips summed the
+    direct way too): now every scheme, forced in turn, has the reference's NaN, infinities and
+    numbers, with the weights a constant or given at run time."""
+    w = randn(*w_shape)  # +inf, NaN, -inf as the first tap of three filters
+    w[[0, w_shape[0] // 2, -1], :, 0, 0] = [[np.inf], [np.nan], [-np.inf]]
+    x = randn(*x_shape)
+    if runtime:
+        model = node_model("Conv", [x_shape, w_shape], attrs)
+        feeds = {"x0": x, "x1": w}
+    else:
+        model = node_model("Conv", [x_shape], attrs, inits=[("w", w), ("b", randn(w_shape[0]))])
+        feeds = {"x0": x}
+    want = refmnn.Session(model, check=False).run(feeds)["y0"]
+    assert np.isnan(want).any() and np.isfinite(want).any()
+
+    def compare(what, got, expected):  # type: ignore[no-untyped-def]
+        assert_same_specials(got, expected, what, rel_l2=1e-5)
+    checked = every_scheme(model, feeds, compare=compare)
+    assert "Conv/direct" in checked, checked

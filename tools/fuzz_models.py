@@ -233,10 +233,8 @@ def extreme_feeds(case: Any, index: int, seed: int, every: bool = False
                   ) -> tuple[dict[str, Any], str]:
     """The case's inputs with the first one's entries, when it is a float tensor (the data: X,
     A, input...), redrawn from :data:`SPECIALS` (NaN, infinities, signed zeros, subnormals, a
-    few ordinary values); with ``every``, each float input's. By default weights, scales and
-    the rest keep the case's values, as in a model whose weights are finite: a kernel may skip
-    a convolution's padding taps rather than multiply them by zero, which differs only for an
-    infinite weight."""
+    few ordinary values); with ``every``, each float input's (weights, scales and the rest
+    too; by default they keep the case's values, as in a model whose weights are finite)."""
     rng = np.random.default_rng(index * 1000 + seed)
     feeds = feeds_of(case)
     redrawn = []

@@ -43,6 +43,16 @@ def conv_samples(ctx: SampleContext):
         yield Sample(tuple(inputs), attrs, name=name)
     yield Sample((ctx.noncontiguous(ctx.make((1, 2, 5, 6), UNIT)), ctx.make((2, 2, 3, 3), UNIT)),
                  name="noncontiguous")
+    # +inf, NaN and -inf as the first tap of three filters, whose windows reach the padding:
+    # the padded zeros times them are NaN there (a kernel that skips the padding taps gives
+    # numbers, as numba's direct loops and OpenCL's direct and depthwise kernels did)
+    for name, xs, ws, attrs in (("nonfinite_weights_padded", (1, 2, 5, 6), (3, 2, 3, 3),
+                                 {"pads": (1, 1, 1, 1)}),
+                                ("depthwise_nonfinite_weights_padded", (1, 3, 6, 5), (3, 1, 3, 3),
+                                 {"group": 3, "pads": (1, 1, 1, 1)})):
+        w = ctx.make(ws, UNIT)
+        w[:, :, 0, 0] = np.array([[np.inf], [np.nan], [-np.inf]]).astype(w.dtype)
+        yield Sample((ctx.make(xs, UNIT), w, ctx.make((ws[0],), UNIT)), attrs, name=name)
 
 
 def conv_errors(ctx: SampleContext):

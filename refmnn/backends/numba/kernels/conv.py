@@ -99,7 +99,8 @@ from refmnn.backends.numba.kernels.conv_direct_few_oc16 import (DirectFewOc16Con
 from refmnn.backends.numba.kernels.conv_base import (GEMM_CALL, LOOP, ConvBase, conv_direct,
                                                      conv_params, gemm_macs, is_1x1, is_2d,
                                                      is_depthwise, is_depthwise_3x3,
-                                                     is_depthwise_s1, macs, weights_packing)
+                                                     is_depthwise_s1, macs,
+                                                     skips_padding_exactly, weights_packing)
 from refmnn.backends.numba.kernels.conv_direct_few import (DirectFewConv, DirectFewSimdConv,
                                                            direct3x3_few_cost,
                                                            direct3x3_few_simd_cost,
@@ -478,8 +479,12 @@ def _schemes(fused: bool) -> tuple[Scheme, ...]:
     def when(applies):  # type: ignore[no-untyped-def]
         return (lambda spec: applies(spec) and epilogue_ok(spec, 3)) if fused else applies
 
+    def skipping(applies):  # type: ignore[no-untyped-def]
+        """A scheme whose loops skip the padding taps: see skips_padding_exactly."""
+        return when(lambda spec: applies(spec) and skips_padding_exactly(spec))
+
     return (
-        Scheme("direct", lambda b, s: DirectConv(b), applies=when(is_2d), cost=_direct_cost,
+        Scheme("direct", lambda b, s: DirectConv(b), applies=skipping(is_2d), cost=_direct_cost,
                doc="prange over (n, oc), tap-by-tap row updates"),
         Scheme("im2col_gemm", lambda b, s: Im2colConv(b), applies=when(is_2d), cost=_im2col_cost,
                doc="pack receptive fields into WORKSPACE, one BLAS sgemm per group"),
@@ -491,7 +496,7 @@ def _schemes(fused: bool) -> tuple[Scheme, ...]:
         Scheme("gemm_1x1_simd", lambda b, s: Gemm1x1SimdConv(b), applies=when(is_1x1_constant),
                cost=gemm_1x1_simd_cost,
                doc="1x1 stride 1: 4 x 24 register tiles of 8-lane vectors, epilogue per task"),
-        Scheme("depthwise", lambda b, s: DepthwiseConv(b), applies=when(is_depthwise),
+        Scheme("depthwise", lambda b, s: DepthwiseConv(b), applies=skipping(is_depthwise),
                cost=_depthwise_cost,
                doc="one input channel per group, prange over channels"),
         Scheme("depthwise_s1", lambda b, s: DepthwiseS1Conv(b), applies=when(is_depthwise_s1),
@@ -501,10 +506,10 @@ def _schemes(fused: bool) -> tuple[Scheme, ...]:
                cost=depthwise3x3_cost,
                doc="3x3 depthwise on a padded plane, nine taps unrolled, bias and activation"),
         Scheme("depthwise3x3_same", lambda b, s: Depthwise3x3SameConv(b),
-               applies=when(is_depthwise_3x3_same), cost=depthwise3x3_same_cost,
+               applies=skipping(is_depthwise_3x3_same), cost=depthwise3x3_same_cost,
                doc="3x3 stride-1 depthwise at the input's row pitch, edge columns masked"),
         Scheme("depthwise3x3_s2_simd", lambda b, s: Depthwise3x3S2SimdConv(b),
-               applies=when(is_depthwise3x3_s2_simd), cost=depthwise3x3_s2_simd_cost,
+               applies=skipping(is_depthwise3x3_s2_simd), cost=depthwise3x3_s2_simd_cost,
                doc="3x3 stride-2 depthwise from the planes, 8 outputs a vector, de-interleaved"),
         Scheme("depthwise3x3_c8", lambda b, s: Depthwise3x3C8Conv(b),
                applies=when(is_depthwise3x3_c8), cost=depthwise3x3_c8_cost,

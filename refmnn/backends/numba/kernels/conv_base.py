@@ -99,6 +99,20 @@ def is_1x1(spec: NodeSpec) -> bool:
     return (kh, kw, sh, sw, pt, pl, pb, pr, g) == (1, 1, 1, 1, 0, 0, 0, 0, 1)
 
 
+def skips_padding_exactly(spec: NodeSpec) -> bool:
+    """Whether a scheme that skips the taps in the padding (``direct``, ``depthwise``, and the
+    edge columns of ``depthwise3x3_same`` and ``depthwise3x3_s2_simd``) gives the reference's
+    sums: the convolution has no padding, or its weights are a constant and all finite. What
+    such a scheme leaves out is weight * 0, which is 0 for a finite weight but NaN for an
+    infinite or NaN one (the reference pads with zeros and multiplies). Found by running every
+    scheme with such weights: those four gave numbers where the reference has NaN; im2col_gemm
+    and the schemes that copy the input into a zero-padded plane were right, and they run where
+    these decline (also when the weights only arrive at run time and the convolution pads)."""
+    if not any(conv_params(spec)[6:10]):
+        return True
+    return 1 in spec.constants and bool(np.isfinite(np.asarray(spec.constants[1])).all())
+
+
 def is_depthwise(spec: NodeSpec) -> bool:
     return (is_2d(spec) and int(spec.inputs[1].shape[1]) == 1
             and conv_params(spec)[-1] == int(spec.inputs[0].shape[1]))
@@ -164,9 +178,10 @@ class ConvBase(Kernel):
 def conv_direct(x, w, bias, out, sh, sw, dh, dw, pt, pl, group):
     """out = bias + the sum of each window's taps that fall inside the input, a prange over
     (image, output channel), one weight times a row of inputs at a time. Taps in the padding
-    add nothing -- not the weight times zero, which the reference's padded product is: with an
-    infinite or NaN weight the reference has NaN where a window overlaps the padding and this
-    does not (as OpenCL's direct kernel, whose docstring says so)."""
+    add nothing -- not the weight times zero, which the reference's padded product is: exact
+    for finite weights only (with an infinite or NaN weight the reference has NaN where a
+    window overlaps the padding), so the schemes that call it where the convolution pads apply
+    only to finite constant weights (:func:`skips_padding_exactly`, :func:`winograd_applies`)."""
     n_img, c_in, h, wd = x.shape
     oc_n, cg, kh_n, kw_n = w.shape
     oh_n, ow_n = out.shape[2], out.shape[3]

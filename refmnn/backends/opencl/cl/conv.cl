@@ -17,7 +17,8 @@
 #define EPILOGUE_ARGS __global const store_t *z, int z_off, float act_alpha, float act_lo, float act_hi
 
 /* Output (n, m, oh, ow) of a convolution summed the direct way: the bias (when has_bias), then
- * every tap of the window inside the input (taps in the padding add nothing). */
+ * every tap of the window, a tap in the padding as the weight times a zero (0, or NaN for an
+ * infinite or NaN weight, as in the reference, which pads and then multiplies). */
 inline float conv_direct_sum(__global const store_t *x, int x_off, __global const store_t *w,
                              int w_off, __global const store_t *bias, int b_off, int has_bias,
                              int n, int m, int oh, int ow, int C, int H, int W, int M, int KH,
@@ -29,11 +30,11 @@ inline float conv_direct_sum(__global const store_t *x, int x_off, __global cons
         __global const store_t *wc = w + w_off + ((long)m * cg + c) * KH * KW;
         for (int kh = 0; kh < KH; kh++) {
             int ih = oh * SH - PH + kh * DH;
-            if (ih < 0 || ih >= H) continue;
+            int row_in = ih >= 0 && ih < H;
             for (int kw = 0; kw < KW; kw++) {
                 int iw = ow * SW - PW + kw * DW;
-                if (iw < 0 || iw >= W) continue;
-                acc += LOAD(xc, ih * W + iw) * LOAD(wc, kh * KW + kw);
+                float v = row_in && iw >= 0 && iw < W ? LOAD(xc, ih * W + iw) : 0.0f;
+                acc += v * LOAD(wc, kh * KW + kw);
             }
         }
     }
@@ -63,12 +64,18 @@ __kernel void conv_direct(__global const store_t *x, int x_off, __global const s
  * input row times a broadcast weight. The (image, channel) plane and the row are uniform per
  * work-item, so no work-item divides; KH, KW, SH, SW, DH, DW are compile-time (-D), so the taps
  * unroll (MobileNet's 3x3: nine vector multiply-adds). A strip that touches the left/right
- * padding or the row end first gathers its row window into registers (zeros outside); rows
- * outside the input are skipped. The store applies bias, residual and activation (CONV_STORE). */
+ * padding or the row end first gathers its row window into registers (zeros outside); a row
+ * outside the input adds its weights times zero (DW_PAD_ROW: 0, or NaN for an infinite or NaN
+ * weight, as the reference's padded product). The store applies bias, residual and activation
+ * (CONV_STORE). */
 #ifdef DW_KH
 #define DW_VW 8
 /* the inputs one strip reads from one input row, and lane k's input for tap offset o */
 #define DW_WLEN ((DW_VW - 1) * DW_SW + (DW_KW - 1) * DW_DW + 1)
+/* row kh of the window in the padding: the sum of its weights times zero, to every lane */
+#define DW_PAD_ROW(kh) { float zero_products = 0.0f; \
+    for (int kw = 0; kw < DW_KW; kw++) zero_products += 0.0f * LOAD(wm, (kh) * DW_KW + kw); \
+    acc += zero_products; }
 #define DW_WIN8(o) ((float8)(win[(o)], win[(o) + DW_SW], win[(o) + 2 * DW_SW], win[(o) + 3 * DW_SW], \
                              win[(o) + 4 * DW_SW], win[(o) + 5 * DW_SW], win[(o) + 6 * DW_SW], \
                              win[(o) + 7 * DW_SW]))
@@ -100,7 +107,10 @@ __kernel void conv_depthwise(__global const store_t *x, int x_off, __global cons
 #pragma unroll
         for (int kh = 0; kh < DW_KH; kh++) {
             int ih = ih0 + kh * DW_DH;
-            if (ih < 0 || ih >= H) continue;
+            if (ih < 0 || ih >= H) {
+                DW_PAD_ROW(kh);
+                continue;
+            }
             __global const store_t *xr = xc + ih * W + iw0;
 #pragma unroll
             for (int kw = 0; kw < DW_KW; kw++)
@@ -128,7 +138,10 @@ __kernel void conv_depthwise(__global const store_t *x, int x_off, __global cons
 #pragma unroll
     for (int kh = 0; kh < DW_KH; kh++) {
         int ih = ih0 + kh * DW_DH;
-        if (ih < 0 || ih >= H) continue;
+        if (ih < 0 || ih >= H) {
+            DW_PAD_ROW(kh);
+            continue;
+        }
         __global const store_t *xr = xc + ih * W;
         float win[DW_WLEN];
 #pragma unroll

@@ -28,12 +28,13 @@ GEMM's store (``cl/matmul.cl``), the direct, depthwise and Winograd kernels read
 output's own index (``HAS_Z``) and apply ``activate()`` (``cl/epilogue.cl``). A residual that
 broadcasts (not the output's shape) is added by a separate in-place pass instead.
 
-Known deviation, for non-finite weights only: the direct and depthwise kernels skip the taps
-that fall in the padding instead of multiplying the weight by a zero, so where such a weight is
-infinite (or NaN) an output whose window overlaps the padding is +-inf (or finite) where the
-reference, which pads first, gives NaN (inf * 0). With finite weights the results are the
-same; testing every tap would cost the border work-items a multiply per padded tap.
-tools/fuzz_models.py --values therefore redraws the data input only.
+Taps in the padding: the direct and depthwise kernels (and Winograd's direct-way strips) add
+the weight times a zero for each, as the reference's padded product does: 0 for a finite
+weight, NaN for an infinite or NaN one (``conv_direct_sum``, ``DW_PAD_ROW`` in ``cl/conv.cl``).
+Skipping them, as they did, gave numbers where the reference has NaN for such weights; the
+multiplies by zero fall only to work-items whose windows reach the padding (MobileNetV2, 17
+depthwise layers, old and new alternating in three pairs of processes: 12.28 / 11.52, 9.45 /
+9.63, 9.71 / 9.71 ms).
 """
 
 from __future__ import annotations
