@@ -149,6 +149,48 @@ def test_dropout_from_input_to_output_becomes_identity():
 
 
 # ---------------------------------------------------------------------------------------------
+# DequantizeLinear of weights
+
+
+@pytest.mark.parametrize("per_axis", [False, True])
+def test_dequantized_weights_fold_into_float_constants(per_axis):
+    """A QDQ model's weights (int8 through DequantizeLinear; 16 x 32 x 3 x 3 = 4608 elements,
+    past the value propagation's FOLD_LIMIT) become one float32 initializer, bit for bit the
+    reference's, and the int8 copy is dropped; the activations' DequantizeLinear stays."""
+    rng = _rng(4)
+    scale = rng.uniform(1e-3, 1e-2, 16 if per_axis else ()).astype(np.float32)
+    zero = np.zeros(16 if per_axis else (), np.int8)
+    inits = [_init("w_q", rng.integers(-127, 128, (16, 32, 3, 3)).astype(np.int8)),
+             _init("w_s", scale), _init("w_z", zero),
+             _init("x_s", np.float32(0.03)), _init("x_z", np.uint8(120))]
+    nodes = [helper.make_node("QuantizeLinear", ["X", "x_s", "x_z"], ["xq"], name="q"),
+             helper.make_node("DequantizeLinear", ["xq", "x_s", "x_z"], ["xf"], name="dq_x"),
+             helper.make_node("DequantizeLinear", ["w_q", "w_s", "w_z"], ["wf"], name="dq_w",
+                              axis=0),
+             helper.make_node("Conv", ["xf", "wf"], ["Y"], name="conv", pads=[1, 1, 1, 1])]
+    model = make_model(nodes, [("X", F, (1, 32, 6, 6))], [("Y", F, (1, 16, 6, 6))],
+                       initializers=inits, opset=13)
+    _, graph = _optimize(model, passes=(opt.fold_dequantized_weights,
+                                        opt.drop_unused_initializers))
+    assert _ops(graph) == {"QuantizeLinear": 1, "DequantizeLinear": 1, "Conv": 1}
+    assert "w_q" not in graph.initializers
+    dq = REG.find("", "DequantizeLinear", 13).reference
+    want = dq(numpy_helper.to_array(inits[0]), scale, zero, axis=0)
+    np.testing.assert_array_equal(graph.initializers["wf"], want)
+    _check_same(model, {"X": rng.standard_normal((1, 32, 6, 6)).astype(np.float32)}, exact=True)
+
+
+def test_dequantize_linear_of_a_graph_input_or_onto_a_graph_output_is_kept():
+    inits = [_init("w_q", np.arange(6, dtype=np.int8)), _init("s", np.float32(0.5))]
+    nodes = [helper.make_node("DequantizeLinear", ["w_q", "s"], ["Y"], name="to_output"),
+             helper.make_node("DequantizeLinear", ["X", "s"], ["Z"], name="from_input")]
+    model = make_model(nodes, [("X", TensorProto.INT8, (6,))], [("Y", F, (6,)), ("Z", F, (6,))],
+                       initializers=inits, opset=13)
+    _, graph = _optimize(model, passes=(opt.fold_dequantized_weights,))
+    assert _ops(graph) == {"DequantizeLinear": 2}
+
+
+# ---------------------------------------------------------------------------------------------
 # BatchNormalization folding
 
 

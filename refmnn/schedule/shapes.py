@@ -49,14 +49,19 @@ def type_of_array(value: Any) -> ValueType | None:
     return None
 
 
-def _try_fold(node: Node, opdef: OpDef, attrs: Mapping[str, Any], opset: int,
-              values: list[np.ndarray | None]) -> tuple[Any, ...] | None:
+def fold_node(node: Node, opdef: OpDef, attrs: Mapping[str, Any], opset: int,
+              values: list[np.ndarray | None], limit: int | None = FOLD_LIMIT
+              ) -> tuple[Any, ...] | None:
+    """The outputs of ``node`` by its op's reference function on the constant input
+    ``values`` (``opdef.pad_inputs``'d), or None: a random op (UNFOLDABLE), another domain, a
+    subgraph, an input not given or of more than ``limit`` elements (None: any size), a
+    reference that refuses the inputs (the run reports real errors) or non-tensor results."""
     if node.op in UNFOLDABLE or node.domain not in ("", "ai.onnx") or any(node.subgraphs()):
         return None
     for name, value in zip(node.inputs, values, strict=False):
         if name and (value is None or not isinstance(value, np.ndarray)):
             return None
-        if name and value.size > FOLD_LIMIT:
+        if name and limit is not None and value.size > limit:
             return None
     try:
         if opdef.takes_context:
@@ -156,4 +161,4 @@ def _fold_value(node: Node, opdef: OpDef, attrs: Mapping[str, Any], opset: int,
         if isinstance(source, TensorType) and source.is_static:
             return (np.array(source.numel(), dtype=np.int64),)
         return None
-    return _try_fold(node, opdef, attrs, opset, values)
+    return fold_node(node, opdef, attrs, opset, values)
