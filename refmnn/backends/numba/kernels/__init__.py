@@ -22,11 +22,12 @@ def all_kernel_defs() -> tuple[KernelDef, ...]:
         linalg,
         norm,
         pool,
+        quant,
         raster,
         reduction,
         shape,
     )
 
     modules = (conv, conv_few_pool, blocked, linalg, attention, pool, elementwise, activation,
-               reduction, norm, raster, shape, indexing, cast)
+               reduction, norm, raster, shape, indexing, cast, quant)
     return tuple(k for m in modules for k in m.KERNELS)

@@ -1,0 +1,130 @@
+"""QuantizeLinear and DequantizeLinear per tensor, float32 <-> int8/uint8 (``refmnn/ops/quant.py``).
+
+What a QDQ model (onnxruntime's quantization tool) runs between its float ops: every activation
+is quantized and dequantized again, so these two ops stream every activation twice. (Its
+quantized weights are folded into float constants when planning:
+:func:`refmnn.schedule.optimize.fold_dequantized_weights`.)
+
+Scheme ``flat``, one loop over the flattened tensor, ``prange`` over blocks of ``BLOCK``:
+
+* QuantizeLinear: ``q = x / scale`` divided in float32 (the reference divides in the scale's
+  type), NaN -> 0, rounded half to even, plus the zero point, clipped to the code range
+  (+-inf to its ends): ``y = clip(rint(q) + zp, lo, hi)``, every step in float32 as the
+  reference's.
+* DequantizeLinear: ``y = float32((float64(x) - zp) * float64(scale))``: exact in float64
+  (a 9-bit difference times a 24-bit scale) and rounded once, as the reference's.
+
+Both are bit-equal to the reference (tests/test_numba_quant.py: random, special, tie and
+out-of-range values). Applies: x float32 (QuantizeLinear) or int8/uint8 (DequantizeLinear), a
+float32 scale of one element, a zero point of one element of the code's type or none (uint8 for
+QuantizeLinear), no blocks, the output type the zero point's (QuantizeLinear: int8/uint8;
+DequantizeLinear: float32), QuantizeLinear-23's ``precision`` unset or float32. Per-axis and
+blocked scales, other types and float8 run on the reference. Cost: ``n`` elements.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from refmnn.backends.base import Kernel, KernelDef, NodeSpec, Scheme
+from refmnn.backends.numba.kernels._common import PARALLEL_LOCK, PJIT, flat, numel
+from refmnn.dtypes import DType
+
+BLOCK = 16384  # elements a parallel task takes
+CODES = (DType.int8, DType.uint8)
+DTYPES = frozenset({DType.float32, *CODES})  # of every input and output (applies says which)
+
+
+@njit(**PJIT)
+def quantize_flat(x, scale, zero, lo, hi, out):
+    """out[i] = clip(rint(x[i] / scale, NaN as 0) + zero, lo, hi), in float32."""
+    s = np.float32(scale)
+    z = np.float32(zero)
+    low = np.float32(lo)
+    high = np.float32(hi)
+    n = x.size
+    for block in prange((n + BLOCK - 1) // BLOCK):
+        for i in range(block * BLOCK, min(n, (block + 1) * BLOCK)):
+            q = x[i] / s
+            if q != q:
+                q = np.float32(0.0)
+            v = np.rint(q) + z
+            if v < low:
+                v = low
+            elif v > high:
+                v = high
+            out[i] = np.int32(v)
+
+
+@njit(**PJIT)
+def dequantize_flat(x, scale, zero, out):
+    """out[i] = (x[i] - zero) * scale, in float64, rounded once to float32."""
+    s = np.float64(scale)
+    z = np.float64(zero)
+    n = x.size
+    for block in prange((n + BLOCK - 1) // BLOCK):
+        for i in range(block * BLOCK, min(n, (block + 1) * BLOCK)):
+            out[i] = (np.float64(x[i]) - z) * s
+
+
+def _per_tensor(spec: NodeSpec, code_type: DType | None) -> bool:
+    """A float32 scale of one element, a zero point of one element of ``code_type`` (the
+    code's type) or none, no blocks."""
+    scale = spec.inputs[1]
+    zero = spec.inputs[2] if len(spec.inputs) > 2 else None
+    if scale is None or scale.dtype != DType.float32 or numel(scale) != 1:
+        return False
+    if zero is not None and (zero.dtype != code_type or numel(zero) != 1):
+        return False
+    return not spec.attrs.get("block_size", 0)
+
+
+def _quantize_applies(spec: NodeSpec) -> bool:
+    out = spec.outputs[0]
+    precision = spec.attrs.get("precision", 0)
+    return (out is not None and out.dtype in CODES and _per_tensor(spec, out.dtype)
+            and precision in (0, DType.float32.value))
+
+
+def _dequantize_applies(spec: NodeSpec) -> bool:
+    out, x = spec.outputs[0], spec.inputs[0]
+    return (x is not None and out is not None and out.dtype == DType.float32
+            and _per_tensor(spec, x.dtype))
+
+
+def _zero(inputs) -> float:  # type: ignore[no-untyped-def]
+    return float(inputs[2].reshape(-1)[0]) if len(inputs) > 2 and inputs[2] is not None else 0.0
+
+
+class Quantize(Kernel):
+    def prepare(self, spec: NodeSpec) -> None:
+        info = np.iinfo(spec.outputs[0].dtype.numpy)
+        self.lo, self.hi = float(info.min), float(info.max)
+
+    def run(self, inputs, outputs, workspace):  # type: ignore[no-untyped-def]
+        with PARALLEL_LOCK:
+            quantize_flat(flat(inputs[0]), float(inputs[1].reshape(-1)[0]), _zero(inputs),
+                          self.lo, self.hi, flat(outputs[0]))
+
+
+class Dequantize(Kernel):
+    def run(self, inputs, outputs, workspace):  # type: ignore[no-untyped-def]
+        with PARALLEL_LOCK:
+            dequantize_flat(flat(inputs[0]), float(inputs[1].reshape(-1)[0]), _zero(inputs),
+                            flat(outputs[0]))
+
+
+def _cost(spec: NodeSpec) -> float:
+    return 2000.0 + numel(spec.outputs[0])
+
+
+KERNELS = (
+    KernelDef("QuantizeLinear", (Scheme("flat", lambda b, s: Quantize(), applies=_quantize_applies,
+                                        cost=_cost, doc="one rounding loop, blocks in parallel"),),
+              since=10, dtypes=DTYPES),
+    KernelDef("DequantizeLinear", (Scheme("flat", lambda b, s: Dequantize(),
+                                          applies=_dequantize_applies, cost=_cost,
+                                          doc="one loop in float64, blocks in parallel"),),
+              since=10, dtypes=DTYPES),
+)
