@@ -105,6 +105,29 @@ def test_fused_tanh_gelu_keeps_its_negative_tail():  # type: ignore[no-untyped-d
     np.testing.assert_allclose(got, want, rtol=3e-7, atol=0)
 
 
+def test_fused_erf_gelu_of_large_negative_and_infinite_values():  # type: ignore[no-untyped-def]
+    """The erf form of Gelu in a fused epilogue, past its fit's clip (v / sqrt 2 < -4): 0.5 v
+    (1 + erf) kept the clipped erf(-4) = -1 + 1.5e-8, so Gelu(-inf) was -inf (the reference:
+    -inf * 0 = NaN) and Gelu(-3e38) -2.3e30 (the reference: -0). Now -0 there (the true
+    values are above -4.4e-8) and NaN at -inf; within 2.1e-9 (absolute) above the clip."""
+    x = np.array([-np.inf, -3e38, -1e6, -100.0, -6.0, -5.7, -5.6, -4.0, -3.0, -1.0, -0.0, 0.0,
+                  0.5, 3.0, 8.0, 3e38, np.inf, np.nan], np.float32)
+    nodes = [helper.make_node("Conv", ["x0", "w"], ["c"], name="conv"),
+             helper.make_node("Gelu", ["c"], ["y0"], name="gelu")]
+    model = make_model(nodes, [("x0", F, [1, 1, 1, x.size])], [("y0", F, [1, 1, 1, x.size])],
+                       initializers=[numpy_helper.from_array(np.ones((1, 1, 1, 1), np.float32),
+                                                             "w")], opset=20)
+    feeds = {"x0": x.reshape(1, 1, 1, x.size)}
+    session = opencl_session(model)
+    steps = [s for s in session.resize({"x0": (1, 1, 1, x.size)}).steps if isinstance(s, RunStep)]
+    assert [(s.node.op, s.backend) for s in steps] == [("FusedConv", "opencl")]
+    got = session.run(feeds)["y0"].ravel()
+    want = refmnn.Session(model, check=False).run(feeds)["y0"].ravel()
+    assert_same_specials(got, want, "gelu", rtol=2e-6, atol=4.4e-8)
+    above = x > -5.656854
+    assert_same_specials(got[above], want[above], "above the clip", rtol=2e-6, atol=2.1e-9)
+
+
 @pytest.mark.parametrize("fused", [False, True], ids=["Conv", "FusedConv-relu-residual"])
 def test_winograd_with_infinite_and_nan_inputs_matches_the_reference(fused):  # type: ignore
     """Winograd F(2,3) on an image whose inputs are a tenth NaN, +-inf, zeros and subnormals

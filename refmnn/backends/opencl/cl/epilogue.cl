@@ -70,9 +70,14 @@ inline float activate(float v, float alpha, float lo, float hi) {
     return tanh_sat(v);
 #elif ACT == ACT_GELU                                   /* 0.5 v (1 + erf(v / sqrt 2)) */
 #ifdef cl_khr_fp64
-    double d = (double)v;                               /* double, one rounding; 1 + e cancels */
-    double e = erf_fit_d(d * 0.70710678118654752);     /* below x ~ -5.5 (README: far passes) */
-    return (float)(0.5 * d * (1.0 + e));
+    /* double, one rounding. 1 + e cancels as v falls (relative error 3e-7 at v = -3, 1.4e-5 at
+     * -4, 1.4e-3 at -5, 3 % at -5.6; absolute below 2e-9), and erf_fit_d stops at erf(-4) =
+     * -1 + 1.5e-8: below v = -4 sqrt 2, Gelu is 0 * v, -0 (its true value is above -4.4e-8) and
+     * NaN at -inf, as the reference's (the clipped fit gave -v * 7.7e-9 there, -2.3e30 at
+     * v = -3e38, and -inf); a float select, since a double one cost ~10 % of a fused GEMM. */
+    double d = (double)v;
+    float g = (float)(0.5 * d * (1.0 + erf_fit_d(d * 0.70710678118654752)));
+    return v < -5.656854f ? 0.0f * v : g;
 #else
     return 0.5f * v * (1.0f + erf(v * 0.70710678118654752f));
 #endif
