@@ -168,18 +168,20 @@ def matmul_integer(A: np.ndarray, B: np.ndarray, a_zero_point: np.ndarray | None
     of a 2-D A) or [..., M, 1]; b_zero_point: scalar, [N] (per column) or [..., 1, N]; both
     default 0. The products are exact; the int32 accumulation wraps on overflow.
     """
-    a = A.astype(np.int64)
-    b = B.astype(np.int64)
+    # In float64 from the start (the differences are exact there): |a|, |b| <= 255, so float64
+    # BLAS is exact while K < 2**53 / 65025. (Through int64 differences first: a [128, 384] @
+    # [384, 1536] call 4.9 -> 1.9 ms; BERT-6 quantized dynamically by onnxruntime's tool, on the
+    # reference, 64.4 / 64.8 -> 54.7 / 56.5 ms, alternating processes.)
+    a = A.astype(np.float64)
+    b = B.astype(np.float64)
     if a_zero_point is not None:
-        zp = a_zero_point.astype(np.int64)
+        zp = a_zero_point.astype(np.float64)
         if zp.ndim == 1 and a.ndim >= 2:
             zp = zp.reshape(-1, 1)   # one zero point per row of A
-        a = a - zp
+        a -= zp
     if b_zero_point is not None:
-        b = b - b_zero_point.astype(np.int64)
-    # |a|, |b| <= 255, so float64 BLAS is exact while K < 2**53 / 65025
-    y = np.matmul(a.astype(np.float64), b.astype(np.float64))
-    return y.astype(np.int64).astype(np.int32)
+        b -= b_zero_point.astype(np.float64)
+    return np.matmul(a, b).astype(np.int64).astype(np.int32)
 
 
 # --- Einsum ---------------------------------------------------------------------------------
