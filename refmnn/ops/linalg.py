@@ -178,10 +178,18 @@ def matmul_integer(A: np.ndarray, B: np.ndarray, a_zero_point: np.ndarray | None
         zp = a_zero_point.astype(np.float64)
         if zp.ndim == 1 and a.ndim >= 2:
             zp = zp.reshape(-1, 1)   # one zero point per row of A
-        a -= zp
+        a = _minus(a, zp)
     if b_zero_point is not None:
-        b -= b_zero_point.astype(np.float64)
+        b = _minus(b, b_zero_point.astype(np.float64))
     return np.matmul(a, b).astype(np.int64).astype(np.int32)
+
+
+def _minus(v: np.ndarray, zero_point: np.ndarray) -> np.ndarray:
+    """v - zero_point, into v (a new array of the caller's) unless the difference broadcasts to
+    a larger shape."""
+    if np.broadcast_shapes(v.shape, zero_point.shape) == v.shape:
+        return np.subtract(v, zero_point, out=v)
+    return v - zero_point
 
 
 # --- Einsum ---------------------------------------------------------------------------------
