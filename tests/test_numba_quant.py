@@ -22,8 +22,8 @@ SCALE = np.float32(0.0371)
 
 
 def _values(seed: int) -> np.ndarray:
-    """float32 of every kind QuantizeLinear meets: ordinary, exact ties (k + 1/2) * scale,
-    far past the code range, NaN, +-inf, +-0 and subnormals (40000: more than two blocks)."""
+    """40000 float32 of every kind QuantizeLinear meets: ordinary, at or next to rounding ties
+    ((k + 1/2) * scale, rounded), far past the code range, NaN, +-inf, +-0 and subnormals."""
     rng = np.random.default_rng(seed)
     x = (rng.standard_normal(40000) * 3).astype(np.float32)
     ties = ((rng.integers(-200, 200, 5000) + 0.5) * SCALE).astype(np.float32)
