@@ -316,7 +316,7 @@ def _compute(b: _Builder, kind: str, x: str, s: tuple[int, ...]) -> None:
             return
         if oh < 1 or ow < 1:
             return
-        group = int(rng.choice([g for g in (1, 2, c) if c % g == 0]))
+        group = int(rng.choice([g for g in (1, 2, c) if g and c % g == 0]))  # c may be 0
         m = group * b.dim(1, 4)
         operands = [x, b.weight(m, c // group, k, k)] + \
             ([b.weight(m)] if rng.random() < 0.7 else [])
