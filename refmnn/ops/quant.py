@@ -228,13 +228,20 @@ def _dequantize(x: np.ndarray, x_scale: np.ndarray, x_zero_point: np.ndarray | N
     out = DType.from_onnx(output_dtype).numpy if output_dtype else x_scale.dtype
     if out not in (np.float32, np.float64, np.float16, ml_dtypes.bfloat16):
         raise ValueError(f"DequantizeLinear cannot output {out}; set output_dtype")
-    values = x.astype(np.float64)
-    if x_zero_point is not None:
-        values = values - block_param(x_zero_point, x.shape, axis, block_size).astype(np.float64)
-    scale = block_param(x_scale, x.shape, axis, block_size).astype(np.float64)
     # (x - zp) is exact in float64 and so is its product with any scale up to 32-bit codes:
-    # one rounding, to the output type.
-    return (values * scale).astype(out)
+    # one rounding, to the output type. For codes of at most 16 bits, a float32 scale and a
+    # float32 output, float32 arithmetic gives the same bits: x - zp (17 bits at most) is exact
+    # there too and the float32 product is the exact product rounded once, as is the float64
+    # one converted (a (512, 512, 3, 3) int8 weight: 3.8 -> 0.5 ms per tensor, 5.7 -> 0.5 per
+    # axis).
+    narrow = (x.dtype.kind in "iu" and x.dtype.itemsize <= 2) or x.dtype in _NARROW_INT
+    work = np.float32 if narrow and out == np.float32 and x_scale.dtype == np.float32 else \
+        np.float64
+    values = x.astype(work)
+    if x_zero_point is not None:
+        values -= block_param(x_zero_point, x.shape, axis, block_size).astype(work)
+    values *= block_param(x_scale, x.shape, axis, block_size).astype(work)
+    return values.astype(out, copy=False)
 
 
 def _dequantize_rule(ctx: InferContext, x: TensorType | None, scale: TensorType | None = None,
