@@ -713,3 +713,59 @@ def test_a_nan_feature_takes_the_branch_its_missing_value_flag_names():
         return float(refmnn.Session(model).run({"x": np.full((1, 1), np.nan, np.float32)})[
             "y"][0, 0])
     assert (tree(0), tree(1)) == (2.0, 1.0)
+
+
+def _float32_of(exact: Fraction, sign: float) -> np.float32:
+    """``exact`` rounded once to float32, half to even (a zero takes ``sign``'s sign)."""
+    if exact == 0:
+        return np.float32(np.copysign(0.0, sign))
+    top = np.finfo(np.float32).max
+    if abs(exact) >= Fraction(float(top)) + Fraction(2**104) / 2:  # its ulp is 2^104
+        return np.float32(np.copysign(np.inf, float(exact)))
+    if abs(exact) > Fraction(float(top)):
+        return np.float32(np.copysign(top, float(exact)))
+    near = np.float32(float(exact))  # within an ulp, maybe rounded twice: try its neighbours
+    candidates = [np.nextafter(near, np.float32(-np.inf)), near,
+                  np.nextafter(near, np.float32(np.inf))]
+    finite = [c for c in candidates if np.isfinite(c)]
+    best = min(finite, key=lambda c: (abs(Fraction(float(c)) - exact),
+                                      int(np.array(c).view(np.uint32)) & 1))
+    return best
+
+
+@pytest.mark.parametrize("code", [TensorProto.INT8, TensorProto.UINT8, TensorProto.INT16,
+                                  TensorProto.UINT16, TensorProto.INT4, TensorProto.UINT4,
+                                  TensorProto.INT32])
+def test_dequantize_linear_is_the_exact_product_rounded_once(code):
+    """y = (x - x_zero_point) * x_scale: the difference and its product are exact reals,
+    rounded once to float32 -- what the reference computes in float32 for codes of up to 16
+    bits (exact there too) and in float64 for int32 (a 33-bit difference times a 24-bit scale
+    is rounded to float64 first: it could differ only where that lands on a float32 midpoint).
+    Checked with Fractions, per tensor and per axis, on the codes' ends and on scales that are
+    subnormal, huge or zero."""
+    import ml_dtypes
+
+    from refmnn.dtypes import DType
+
+    dtype = DType(code).numpy
+    info = ml_dtypes.iinfo(dtype) if dtype.kind == "V" else np.iinfo(dtype)
+    rng = np.random.default_rng(code)
+    x = rng.integers(int(info.min), int(info.max), (4, 64), endpoint=True)
+    x[0, :2] = int(info.min), int(info.max)
+    x = x.astype(dtype)
+    for scale in (np.array(0.0371, np.float32), np.array(3e38, np.float32),
+                  np.array(1e-42, np.float32), np.array([0.5, 7e-39, 1e-3, 0.0], np.float32)):
+        zero = np.array(rng.integers(int(info.min), int(info.max), scale.shape,
+                                     endpoint=True)).astype(dtype)
+        node = helper.make_node("DequantizeLinear", ["x", "s", "z"], ["y"], axis=0)
+        model = make_model([node], [("x", code, [4, 64]), ("s", F, list(scale.shape)),
+                                    ("z", code, list(scale.shape))], [("y", F, [4, 64])],
+                           opset=21)
+        y = refmnn.Session(model).run({"x": x, "s": scale, "z": zero})["y"]
+        s = np.broadcast_to(scale.reshape(-1, 1) if scale.ndim else scale, x.shape)
+        z = np.broadcast_to(zero.reshape(-1, 1) if zero.ndim else zero, x.shape)
+        want = np.array([_float32_of((int(a) - int(b)) * Fraction(float(c)),
+                                     float(int(a) - int(b) or 1) * float(c))
+                         for a, b, c in zip(x.ravel(), z.ravel(), s.ravel())],
+                        np.float32).reshape(x.shape)
+        np.testing.assert_array_equal(y.view(np.uint32), want.view(np.uint32))

@@ -228,8 +228,10 @@ def _dequantize(x: np.ndarray, x_scale: np.ndarray, x_zero_point: np.ndarray | N
     out = DType.from_onnx(output_dtype).numpy if output_dtype else x_scale.dtype
     if out not in (np.float32, np.float64, np.float16, ml_dtypes.bfloat16):
         raise ValueError(f"DequantizeLinear cannot output {out}; set output_dtype")
-    # (x - zp) is exact in float64 and so is its product with any scale up to 32-bit codes:
-    # one rounding, to the output type. For codes of at most 16 bits, a float32 scale and a
+    # (x - zp) is exact in float64 and so is its product with a float32 scale up to 29-bit
+    # differences: one rounding, to the output type (int32 codes' 33-bit differences are
+    # rounded to float64 first, which moves the result only where that lands on a midpoint
+    # of the output type). For codes of at most 16 bits, a float32 scale and a
     # float32 output, float32 arithmetic gives the same bits: x - zp (17 bits at most) is exact
     # there too and the float32 product is the exact product rounded once, as is the float64
     # one converted (a (512, 512, 3, 3) int8 weight: 3.8 -> 0.5 ms per tensor, 5.7 -> 0.5 per
@@ -287,7 +289,10 @@ def dequantize_linear_23(x: np.ndarray, x_scale: np.ndarray,
     float6 (since 28); x_scale: scalar, 1-D per-axis or blocked (module docstring);
     x_zero_point: x_scale's shape and x's type (0 when omitted; int32 x has none).
     y: ``output_dtype`` when set, else x_scale's type (float32/float16/bfloat16; a float8e8m0
-    scale, since 24, needs output_dtype). The product is exact in float64 and rounded once.
+    scale, since 24, needs output_dtype). The difference and product are exact and rounded
+    once to y's type (in float32 for codes of up to 16 bits with a float32 scale and output,
+    where that gives the same bits; else in float64, where int32 codes' products can be
+    rounded twice: it matters only on a midpoint of y's type).
     """
     return _dequantize(x, x_scale, x_zero_point, axis, block_size, output_dtype)
 
