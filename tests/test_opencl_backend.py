@@ -181,6 +181,50 @@ def test_cast_int64_to_float():  # type: ignore[no-untyped-def]
     every_scheme(model, {"x0": np.arange(-4, 5, dtype=np.int64) * 12345})
 
 
+QUANT_CODES = {TensorProto.INT8: np.int8, TensorProto.UINT8: np.uint8}
+
+
+def _bit_equal(what, got, want):  # type: ignore[no-untyped-def]
+    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8), err_msg=what)
+
+
+@pytest.mark.parametrize("opset", [10, 13, 19, 21, 23])
+@pytest.mark.parametrize("code", [TensorProto.INT8, TensorProto.UINT8, None])
+def test_quantize_linear_is_the_reference_bit_for_bit(code, opset):  # type: ignore
+    """Per tensor, the scale and zero point constants: ordinary values, values at or next to
+    rounding ties, far past the code range, NaN, +-inf, +-0 and subnormals."""
+    scale = np.float32(0.0371)
+    x = randn(6000) * 3
+    x[:1000] = (np.arange(-500, 500) + 0.5) * scale
+    x[1000:1100] *= 1e6
+    x[1100:1106] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45]
+    inits = [("s", np.array(scale))]
+    if code is not None:
+        inits.append(("z", np.array(-7 if code == TensorProto.INT8 else 131, QUANT_CODES[code])))
+    model = node_model("QuantizeLinear", [(6000,)], inits=inits, opset=opset)
+    model.graph.output[0].type.tensor_type.elem_type = code or TensorProto.UINT8
+    checked = every_scheme(model, {"x0": x}, compare=_bit_equal)
+    assert checked == ["QuantizeLinear/per_tensor"], checked
+
+
+@pytest.mark.parametrize("code", [TensorProto.INT8, TensorProto.UINT8])
+def test_dequantize_linear_is_the_reference_bit_for_bit(code):  # type: ignore[no-untyped-def]
+    dtype = QUANT_CODES[code]
+    info = np.iinfo(dtype)
+    x = np.arange(int(info.min), int(info.max) + 1).astype(dtype)
+    inits = [("s", np.array(0.0371, np.float32)), ("z", np.array(3, dtype))]
+    model = node_model("DequantizeLinear", [(x.size,)], inits=inits, elem=code, opset=13)
+    model.graph.output[0].type.tensor_type.elem_type = F
+    checked = every_scheme(model, {"x0": x}, compare=_bit_equal)
+    assert checked == ["DequantizeLinear/per_tensor"], checked
+
+
+def test_quantization_with_a_scale_given_at_run_time_runs_on_the_reference():  # type: ignore
+    model = node_model("QuantizeLinear", [(8,), ()], opset=13)
+    model.graph.output[0].type.tensor_type.elem_type = TensorProto.UINT8
+    every_scheme(model, {"x0": randn(8), "x1": np.array(0.5, np.float32)}, fallback=True)
+
+
 # -- reductions, softmax, layer norm ---------------------------------------------------------
 
 @pytest.mark.parametrize("op", ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"])

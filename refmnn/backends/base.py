@@ -107,6 +107,32 @@ def always(spec: NodeSpec) -> bool:
     return True
 
 
+QUANT_CODES = frozenset({DType.int8, DType.uint8})
+
+
+def per_tensor_quantization(spec: NodeSpec) -> bool:
+    """A QuantizeLinear (float32 -> int8/uint8) or DequantizeLinear (int8/uint8 -> float32)
+    per tensor: a float32 scale of one element, a zero point of one element of the code's
+    type or none, no blocks, QuantizeLinear-23's ``precision`` unset or float32 -- the case
+    the backends' kernels compute, bit for bit as the reference (``refmnn/ops/quant.py``)."""
+    x, out = spec.inputs[0], spec.outputs[0]
+    if x is None or out is None:
+        return False
+    quantize = spec.node.op == "QuantizeLinear"
+    code, real = (out, x) if quantize else (x, out)
+    if code.dtype not in QUANT_CODES or real.dtype != DType.float32:
+        return False
+    if quantize and spec.attrs.get("precision", 0) not in (0, DType.float32.value):
+        return False
+    scale = spec.inputs[1]
+    zero = spec.inputs[2] if len(spec.inputs) > 2 else None
+    if scale is None or scale.dtype != DType.float32 or scale.numel() != 1:
+        return False
+    if zero is not None and (zero.dtype != code.dtype or zero.numel() != 1):
+        return False
+    return not spec.attrs.get("block_size", 0)
+
+
 @dataclass(frozen=True, slots=True)
 class Scheme:
     """One way of computing an op.

@@ -17,11 +17,9 @@ costs more than the loop):
   (a 9-bit difference times a 24-bit scale) and rounded once, as the reference's.
 
 Both are bit-equal to the reference (tests/test_numba_quant.py: random, special, tie and
-out-of-range values). Applies: x float32 (QuantizeLinear) or int8/uint8 (DequantizeLinear), a
-float32 scale of one element, a zero point of one element of the code's type or none (uint8 for
-QuantizeLinear), no blocks, the output type the zero point's (QuantizeLinear: int8/uint8;
-DequantizeLinear: float32), QuantizeLinear-23's ``precision`` unset or float32. Per-axis and
-blocked scales, other types and float8 run on the reference. Cost: ``n`` elements.
+out-of-range values). Applies: :func:`refmnn.backends.base.per_tensor_quantization` (float32
+and int8/uint8, one scale and zero point, no blocks). Per-axis and blocked scales, other types
+and float8 run on the reference. Cost: ``n`` elements.
 """
 
 from __future__ import annotations
@@ -29,12 +27,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from refmnn.backends.base import Kernel, KernelDef, NodeSpec, Scheme
+from refmnn.backends.base import (QUANT_CODES, Kernel, KernelDef, NodeSpec, Scheme,
+                                  per_tensor_quantization)
 from refmnn.backends.numba.kernels._common import JIT, flat, numel
 from refmnn.dtypes import DType
 
-CODES = (DType.int8, DType.uint8)
-DTYPES = frozenset({DType.float32, *CODES})  # of every input and output (applies says which)
+DTYPES = frozenset({DType.float32, *QUANT_CODES})  # of every input and output
 
 
 @njit(**JIT)
@@ -65,31 +63,6 @@ def dequantize_flat(x, scale, zero, out):
         out[i] = (np.float64(x[i]) - z) * s
 
 
-def _per_tensor(spec: NodeSpec, code_type: DType | None) -> bool:
-    """A float32 scale of one element, a zero point of one element of ``code_type`` (the
-    code's type) or none, no blocks."""
-    scale = spec.inputs[1]
-    zero = spec.inputs[2] if len(spec.inputs) > 2 else None
-    if scale is None or scale.dtype != DType.float32 or numel(scale) != 1:
-        return False
-    if zero is not None and (zero.dtype != code_type or numel(zero) != 1):
-        return False
-    return not spec.attrs.get("block_size", 0)
-
-
-def _quantize_applies(spec: NodeSpec) -> bool:
-    out = spec.outputs[0]
-    precision = spec.attrs.get("precision", 0)
-    return (out is not None and out.dtype in CODES and _per_tensor(spec, out.dtype)
-            and precision in (0, DType.float32.value))
-
-
-def _dequantize_applies(spec: NodeSpec) -> bool:
-    out, x = spec.outputs[0], spec.inputs[0]
-    return (x is not None and out is not None and out.dtype == DType.float32
-            and _per_tensor(spec, x.dtype))
-
-
 def _zero(inputs) -> float:  # type: ignore[no-untyped-def]
     return float(inputs[2].reshape(-1)[0]) if len(inputs) > 2 and inputs[2] is not None else 0.0
 
@@ -115,11 +88,12 @@ def _cost(spec: NodeSpec) -> float:
 
 
 KERNELS = (
-    KernelDef("QuantizeLinear", (Scheme("flat", lambda b, s: Quantize(), applies=_quantize_applies,
-                                        cost=_cost, doc="one rounding loop"),),
+    KernelDef("QuantizeLinear", (Scheme("flat", lambda b, s: Quantize(),
+                                        applies=per_tensor_quantization, cost=_cost,
+                                        doc="one rounding loop"),),
               since=10, dtypes=DTYPES),
     KernelDef("DequantizeLinear", (Scheme("flat", lambda b, s: Dequantize(),
-                                          applies=_dequantize_applies, cost=_cost,
+                                          applies=per_tensor_quantization, cost=_cost,
                                           doc="one loop in float64"),),
               since=10, dtypes=DTYPES),
 )

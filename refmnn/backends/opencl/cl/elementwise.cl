@@ -197,3 +197,34 @@ __kernel void epilogue(__global store_t *y, int y_off, __global const store_t *p
 #endif
     STORE(y, at, activate(v, act_alpha, act_lo, act_hi));
 }
+
+/* QuantizeLinear / DequantizeLinear per tensor, float32 <-> CODE_T (char or uchar), the scale
+ * and zero point as arguments (refmnn/ops/quant.py; bit for bit the reference):
+ *   quantize:   y = clip(rint(x / scale, NaN as 0) + zero, CODE_MIN, CODE_MAX)
+ *   dequantize: y = (x - zero) * scale     (x - zero exact in float, the product rounded once)
+ * The quotient is the float division correctly rounded: in double and rounded to float, which
+ * gives the same (double rounding is innocuous for a quotient of floats: 53 >= 2 * 24 + 2),
+ * where OpenCL C lets a float division be off by 2.5 ulp (on a device without double, it
+ * is that division). rint rounds half to even. */
+#ifdef CODE_T
+__kernel void quantize(__global const float *x, int x_off, __global CODE_T *y, int y_off, int n,
+                       float scale, float zero) {
+    int i = get_global_id(0);
+    if (i >= n) return;
+#ifdef cl_khr_fp64
+    float q = (float)((double)x[x_off + i] / (double)scale);
+#else
+    float q = x[x_off + i] / scale;
+#endif
+    float v = rint(isnan(q) ? 0.0f : q) + zero;
+    v = v < CODE_MIN ? CODE_MIN : (v > CODE_MAX ? CODE_MAX : v);
+    y[y_off + i] = (CODE_T)(int)v;
+}
+
+__kernel void dequantize(__global const CODE_T *x, int x_off, __global float *y, int y_off, int n,
+                         float scale, float zero) {
+    int i = get_global_id(0);
+    if (i >= n) return;
+    y[y_off + i] = ((float)x[x_off + i] - zero) * scale;
+}
+#endif

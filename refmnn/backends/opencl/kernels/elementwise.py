@@ -1,5 +1,5 @@
 """Elementwise kernels (``cl/elementwise.cl``): binary ops with broadcasting, unary ops, Where,
-Cast.
+Cast, QuantizeLinear and DequantizeLinear.
 
 * Binary (Add, Sub, Mul, Div, Pow, Max, Min; Max/Min with exactly two inputs): the broadcast is
   collapsed on the host to at most 4 axes (sizes and per-operand strides, 0 on broadcast axes);
@@ -10,6 +10,10 @@ Cast.
 * Where: the payload is moved as words of its element size (any dtype), cond as bytes.
 * Cast between float32, float16, int32, int64, int8, uint8 and bool (float -> int truncates,
   -> bool is ``!= 0``, -> float16 rounds to nearest even).
+* QuantizeLinear / DequantizeLinear per tensor between float32 and int8/uint8
+  (:func:`refmnn.backends.base.per_tensor_quantization`), the scale and zero point constants
+  passed as arguments; bit for bit the reference (the quotient correctly rounded through
+  double, see ``cl/elementwise.cl``). Others (per axis, run-time scales) run on the reference.
 All 1-D launches use a tuned work-group size (candidates 64/128/256, or the runtime's choice).
 """
 
@@ -19,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from refmnn.backends.base import KernelDef, NodeSpec, Scheme
+from refmnn.backends.base import QUANT_CODES, KernelDef, NodeSpec, Scheme, per_tensor_quantization
 from refmnn.backends.opencl.kernels._common import (
     FLOATS,
     CLKernel,
@@ -150,6 +154,32 @@ def _cast_ok(spec: NodeSpec) -> bool:
     return not (src in (DType.float32, DType.float16) and dst in (DType.uint8, DType.int8))
 
 
+class Quantization(OneD):
+    """QuantizeLinear / DequantizeLinear per tensor, the scale and zero point constants."""
+
+    def setup(self, spec: NodeSpec) -> None:
+        quantize = spec.node.op == "QuantizeLinear"
+        code = spec.outputs[0].dtype if quantize else spec.inputs[0].dtype
+        info = np.iinfo(code.numpy)
+        self.n = numel(spec.outputs[0].shape)
+        self.scale = float(np.asarray(spec.constants[1]).reshape(-1)[0])
+        zero = spec.constants.get(2)
+        self.zero = 0.0 if zero is None else float(np.asarray(zero).reshape(-1)[0])
+        self.knl = self.ctx.kernel("elementwise", "quantize" if quantize else "dequantize",
+                                   CODE_T="char" if code == DType.int8 else "uchar",
+                                   CODE_MIN=f"{float(info.min)}f", CODE_MAX=f"{float(info.max)}f")
+
+    def launches(self, local: Any) -> list[Launch]:
+        return [Launch(self.knl, (self.n,), local,
+                       [("in", 0), ("out", 0), self.n, self.scale, self.zero])]
+
+
+def _quantization_ok(spec: NodeSpec) -> bool:
+    names = spec.node.inputs
+    constant = 1 in spec.constants and (len(names) < 3 or not names[2] or 2 in spec.constants)
+    return constant and per_tensor_quantization(spec)
+
+
 def _n(spec: NodeSpec) -> float:
     return float(numel(spec.outputs[0].shape))
 
@@ -190,4 +220,9 @@ KERNELS = (
     KernelDef("Cast", (Scheme("convert", lambda b, s: Cast(b, s), applies=_cast_ok, cost=_n,
                               doc="one work-item per element, C conversion rules"),),
               since=6, dtypes=ALL_TYPES),
+    *(KernelDef(op, (Scheme("per_tensor", lambda b, s: Quantization(b, s),
+                            applies=_quantization_ok, cost=_n,
+                            doc="one work-item per element, constant scale and zero point"),),
+                since=10, dtypes=frozenset({DType.float32, *QUANT_CODES}))
+      for op in ("QuantizeLinear", "DequantizeLinear")),
 )
