@@ -512,7 +512,7 @@ def test_infinite_and_nan_weights_where_windows_overlap_the_padding(x_shape, w_s
     """The reference pads with zeros and multiplies them by the weights, so an infinite or NaN
     weight makes NaN of every output whose window puts it on the padding. direct, depthwise,
     depthwise3x3_same and depthwise3x3_s2_simd skip the padding taps: with such constant
-    weights they gave numbers there (forced one by one, 6 to 224 outputs each), so they
+    weights they gave numbers there (8 to 224 outputs a run on these cases), so they
     decline them and every scheme that still applies must have the reference's NaN,
     infinities and numbers."""
     model = conv_model(x_shape, w_shape, **attrs)

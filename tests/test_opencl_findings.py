@@ -1,8 +1,9 @@
 """The OpenCL backend where tools/fuzz_models.py found it wrong: an outer value a subgraph reads
 while it sits in a device buffer, and tanh at the top of the float range; where
-tools/fuzz_graphs.py --special did: Winograd's transforms spreading an infinite input; and where the
+tools/fuzz_graphs.py --special did: Winograd's transforms spreading an infinite input; where the
 conformance report's ULP column did (passes inside the tolerance, far from the oracle): Elu near
-0 and the fused tanh Gelu's negative tail. Skipped with the
+0 and the fused tanh Gelu's negative tail; and where special values fed to every scheme did:
+infinite weights on the padding and the fused erf Gelu past its fit's clip. Skipped with the
 probe's reason when OpenCL is missing (the helpers come from test_opencl_backend, whose import
 skips)."""
 
