@@ -769,3 +769,28 @@ def test_dequantize_linear_is_the_exact_product_rounded_once(code):
                          for a, b, c in zip(x.ravel(), z.ravel(), s.ravel())],
                         np.float32).reshape(x.shape)
         np.testing.assert_array_equal(y.view(np.uint32), want.view(np.uint32))
+
+
+def test_conv_multiplies_the_zero_padding_by_an_infinite_weight():
+    """Conv pads the input with zeros ("pads: padding added to the beginning and end") and sums
+    weight times input over each window, so a window that puts an infinite weight on the
+    padding sums inf * 0 = NaN. onnxruntime 1.32 skips the padding taps when the weights are
+    constant (a number there; with the weights as an input it agrees); refmnn's backends once
+    did too (tools/peer_cases.py KNOWN)."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 2, 4, 5)).astype(np.float32)
+    w = rng.standard_normal((2, 2, 3, 3)).astype(np.float32)
+    w[0, 1, 0, 0] = np.inf
+    w[1, 0, 2, 1] = np.nan
+    node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])
+    y = _run(node, [("x", F, [1, 2, 4, 5]), ("w", F, [2, 2, 3, 3])], [("y", F, [1, 2, 4, 5])],
+             11, x=x, w=w)["y"]
+    padded = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    want = np.empty((1, 2, 4, 5))
+    with np.errstate(invalid="ignore"):
+        for m, i, j in itertools.product(range(2), range(4), range(5)):
+            want[0, m, i, j] = sum(padded[0, c, i + a, j + b] * float(w[m, c, a, b])
+                                   for c, a, b in itertools.product(range(2), range(3), range(3)))
+    assert np.isnan(want).sum() == 20 + 8  # channel 1 all NaN; channel 0 its top row, left column
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(want))
+    np.testing.assert_allclose(y[~np.isnan(y)], want[~np.isnan(want)], rtol=1e-5, atol=1e-5)

@@ -42,6 +42,16 @@ from peers import PEERS, as_bytes, run_peer  # noqa: E402  (tools/, this script'
 IR_VERSION = 10
 """The IR version of the models made here: one every onnxruntime of the last two years reads."""
 
+KNOWN = {
+    ("onnxruntime", "Conv@22.constant_weights", "nonfinite_weights_padded"):
+        "onnxruntime 1.32's convolution with constant weights skips the padding taps, so an "
+        "infinite weight over the padding gives a number where the spec's zero padding gives "
+        "inf * 0 = NaN (with the weights as an input it agrees; "
+        "tests/test_reference_oracles.py)",
+}
+"""(peer, case id, sample name) -> why the peer differs where the reference follows the spec:
+reported as "known", not as a DIFF."""
+
 
 def _attribute(name: str, value: Any) -> onnx.AttributeProto:
     if isinstance(value, np.ndarray):
@@ -118,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
         for dtype in case.dtypes:
             for sample in case.make_samples(dtype):
                 status, detail = judge(case, dtype, sample, args.peer)
+                known = KNOWN.get((args.peer, case.id, sample.name))
+                if status == "DIFF" and known:
+                    status, detail = "known", known
                 counts[status] += 1
                 if status == "DIFF" or (args.verbose and status != "agree"):
                     print(f"{status} {case.id}-{dtype.name}-{sample.name} "
