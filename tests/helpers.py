@@ -120,6 +120,25 @@ def special_input(shape: Sequence[int], seed: int = 0) -> np.ndarray:
     return x
 
 
+def quantization_values(size: int, scale: float, seed: int = 0) -> np.ndarray:
+    """``size`` float32 of every kind QuantizeLinear meets, shuffled: ordinary values, values at
+    or next to rounding ties (``(k + 1/2) * scale``, rounded to float32; an eighth of them),
+    100 far past the code range, NaN, +-inf, +-0 and a subnormal."""
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(size) * 3).astype(np.float32)
+    ties = size // 8
+    x[:ties] = (rng.integers(-200, 200, ties) + 0.5) * np.float32(scale)
+    x[ties:ties + 100] = rng.standard_normal(100).astype(np.float32) * 1e6
+    x[ties + 100:ties + 106] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45]
+    return rng.permutation(x)
+
+
+def assert_bit_equal(got: np.ndarray, want: np.ndarray, what: object) -> None:
+    """The same dtype, shape and bytes (NaN payloads and the signs of zeros included)."""
+    assert got.dtype == want.dtype and got.shape == want.shape, (what, got.dtype, got.shape)
+    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8), err_msg=str(what))
+
+
 def assert_same_specials(got: np.ndarray, want: np.ndarray, what: object, *,
                          rtol: float | None = None, atol: float = 0.0,
                          rel_l2: float | None = None) -> None:

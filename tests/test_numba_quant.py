@@ -14,23 +14,11 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import refmnn  # noqa: E402
 from refmnn.schedule.plan import RunStep  # noqa: E402
-from tests.helpers import make_model  # noqa: E402
+from tests.helpers import assert_bit_equal, make_model, quantization_values  # noqa: E402
 from tests.numba_checks import F, check_node  # noqa: E402
 
 CODES = {"int8": (TensorProto.INT8, np.int8), "uint8": (TensorProto.UINT8, np.uint8)}
 SCALE = np.float32(0.0371)
-
-
-def _values(seed: int) -> np.ndarray:
-    """40000 float32 of every kind QuantizeLinear meets: ordinary, at or next to rounding ties
-    ((k + 1/2) * scale, rounded), far past the code range, NaN, +-inf, +-0 and subnormals."""
-    rng = np.random.default_rng(seed)
-    x = (rng.standard_normal(40000) * 3).astype(np.float32)
-    ties = ((rng.integers(-200, 200, 5000) + 0.5) * SCALE).astype(np.float32)
-    x[:5000] = ties
-    x[5000:5100] = rng.standard_normal(100).astype(np.float32) * 1e6
-    x[5100:5106] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45]
-    return rng.permutation(x)
 
 
 def _node_model(op: str, x_type: int, y_type: int | None, zero: np.ndarray | None, opset: int,
@@ -46,10 +34,7 @@ def _node_model(op: str, x_type: int, y_type: int | None, zero: np.ndarray | Non
 
 
 def _bit_equal(want):  # type: ignore[no-untyped-def]
-    def same(scheme, outputs):  # type: ignore[no-untyped-def]
-        np.testing.assert_array_equal(outputs[0].view(np.uint8), want.view(np.uint8),
-                                      err_msg=scheme)
-    return same
+    return lambda scheme, outputs: assert_bit_equal(outputs[0], want, scheme)
 
 
 @pytest.mark.parametrize("opset", [10, 13, 19, 21, 23])
@@ -58,7 +43,7 @@ def test_quantize_linear_is_the_reference_bit_for_bit(code, opset):
     elem, dtype = CODES[code] if code else (TensorProto.UINT8, np.uint8)
     zero = None if code is None else np.array(-7 if dtype == np.int8 else 131, dtype)
     model = _node_model("QuantizeLinear", F, elem, zero, opset)
-    x = _values(opset)
+    x = quantization_values(40000, SCALE, opset)
     want = refmnn.Session(model, check=False).run({"X": x})["Y"]
     assert want.dtype == dtype and len(np.unique(want)) > 200  # both ends of the range reached
     check_node(model, {"X": x}, tol=None, inspect=_bit_equal(want), must_run=("flat",))
@@ -86,12 +71,13 @@ def test_scale_and_zero_point_given_at_run_time():
     assert {s.backend for s in session.resize({"X": (3, 1000)}).steps
             if isinstance(s, RunStep)} == {"numba"}
     for seed, (s, z) in enumerate([(0.02, 3), (0.5, -100), (1e-3, 0)]):
-        feeds = {"X": _values(seed)[:3000].reshape(3, 1000), "s": np.array(s, np.float32),
+        feeds = {"X": quantization_values(3000, s, seed).reshape(3, 1000),
+                 "s": np.array(s, np.float32),
                  "z": np.array(z, np.int8)}
         want = refmnn.Session(model, check=False).run(feeds)
         got = session.run(feeds)
         for name in ("Q", "Y"):
-            np.testing.assert_array_equal(got[name].view(np.uint8), want[name].view(np.uint8))
+            assert_bit_equal(got[name], want[name], name)
 
 
 @pytest.mark.parametrize(("op", "scale", "attrs", "why"), [

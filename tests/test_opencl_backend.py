@@ -28,7 +28,7 @@ if not PROBE.available:
 import refmnn  # noqa: E402
 from refmnn.backends.base import BackendConfig  # noqa: E402
 from refmnn.schedule.plan import RunStep  # noqa: E402
-from tests.helpers import make_model  # noqa: E402
+from tests.helpers import assert_bit_equal, make_model, quantization_values  # noqa: E402
 
 F, H, I64, B = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.INT64, TensorProto.BOOL
 NO_TUNE = {"opencl": BackendConfig(options={"tune": "off"})}
@@ -184,8 +184,8 @@ def test_cast_int64_to_float():  # type: ignore[no-untyped-def]
 QUANT_CODES = {TensorProto.INT8: np.int8, TensorProto.UINT8: np.uint8}
 
 
-def _bit_equal(what, got, want):  # type: ignore[no-untyped-def]
-    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8), err_msg=what)
+def _bit_equal_outputs(what, got, want):  # type: ignore[no-untyped-def]
+    assert_bit_equal(got, want, what)
 
 
 @pytest.mark.parametrize("opset", [10, 13, 19, 21, 23])
@@ -194,16 +194,13 @@ def test_quantize_linear_is_the_reference_bit_for_bit(code, opset):  # type: ign
     """Per tensor, the scale and zero point constants: ordinary values, values at or next to
     rounding ties, far past the code range, NaN, +-inf, +-0 and subnormals."""
     scale = np.float32(0.0371)
-    x = randn(6000) * 3
-    x[:1000] = (np.arange(-500, 500) + 0.5) * scale
-    x[1000:1100] *= 1e6
-    x[1100:1106] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45]
+    x = quantization_values(6000, scale, opset)
     inits = [("s", np.array(scale))]
     if code is not None:
         inits.append(("z", np.array(-7 if code == TensorProto.INT8 else 131, QUANT_CODES[code])))
     model = node_model("QuantizeLinear", [(6000,)], inits=inits, opset=opset)
     model.graph.output[0].type.tensor_type.elem_type = code or TensorProto.UINT8
-    checked = every_scheme(model, {"x0": x}, compare=_bit_equal)
+    checked = every_scheme(model, {"x0": x}, compare=_bit_equal_outputs)
     assert checked == ["QuantizeLinear/per_tensor"], checked
 
 
@@ -215,7 +212,7 @@ def test_dequantize_linear_is_the_reference_bit_for_bit(code):  # type: ignore[n
     inits = [("s", np.array(0.0371, np.float32)), ("z", np.array(3, dtype))]
     model = node_model("DequantizeLinear", [(x.size,)], inits=inits, elem=code, opset=13)
     model.graph.output[0].type.tensor_type.elem_type = F
-    checked = every_scheme(model, {"x0": x}, compare=_bit_equal)
+    checked = every_scheme(model, {"x0": x}, compare=_bit_equal_outputs)
     assert checked == ["DequantizeLinear/per_tensor"], checked
 
 

@@ -108,6 +108,8 @@ def always(spec: NodeSpec) -> bool:
 
 
 QUANT_CODES = frozenset({DType.int8, DType.uint8})
+QUANT_DTYPES = frozenset({DType.float32, *QUANT_CODES})
+"""The element types of every input and output of :func:`per_tensor_quantization`'s nodes."""
 
 
 def per_tensor_quantization(spec: NodeSpec) -> bool:

@@ -108,8 +108,11 @@ def skips_padding_exactly(spec: NodeSpec) -> bool:
     scheme with such weights: those four gave numbers where the reference has NaN; im2col_gemm
     and the schemes that copy the input into a zero-padded plane were right, and they run where
     these decline (also when the weights only arrive at run time and the convolution pads)."""
-    if not any(conv_params(spec)[6:10]):
-        return True
+    return not any(conv_params(spec)[6:10]) or finite_constant_weights(spec)
+
+
+def finite_constant_weights(spec: NodeSpec) -> bool:
+    """The weights (input 1) are a constant with every element finite."""
     return 1 in spec.constants and bool(np.isfinite(np.asarray(spec.constants[1])).all())
 
 

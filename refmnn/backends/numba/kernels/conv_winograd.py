@@ -128,7 +128,8 @@ from numba import njit, prange
 from refmnn.backends.base import NodeSpec, Storage
 from refmnn.backends.numba.kernels._common import JIT, PARALLEL_LOCK, PJIT, Bound, BoundRun, Call
 from refmnn.backends.numba.kernels.conv_base import (GEMM_CALL, GEMM_PACK, ConvBase,
-                                                      conv_direct, gemm_columns, is_3x3_s1)
+                                                      conv_direct, finite_constant_weights,
+                                                      gemm_columns, is_3x3_s1)
 from refmnn.backends.numba.kernels.fused import NONE, activate_row
 from refmnn.backends.numba.kernels.gemm_simd import ROWS, pack_rows, packed_batched_product
 from refmnn.backends.numba.kernels.simd import LANES, native
@@ -565,7 +566,7 @@ def winograd_applies(spec: NodeSpec) -> bool:
     """3x3, stride 1, dilation 1, one group, constant weights that are all finite: the
     transformed weights U mix each filter's nine taps, so one infinite or NaN weight would spoil
     outputs its own products do not reach (see :func:`direct_if_nonfinite`)."""
-    return is_3x3_s1(spec) and bool(np.isfinite(np.asarray(spec.constants[1])).all())
+    return is_3x3_s1(spec) and finite_constant_weights(spec)
 
 
 def is_3x3_s1_simd(spec: NodeSpec) -> bool:

@@ -27,12 +27,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from refmnn.backends.base import (QUANT_CODES, Kernel, KernelDef, NodeSpec, Scheme,
+from refmnn.backends.base import (QUANT_DTYPES, Kernel, KernelDef, NodeSpec, Scheme,
                                   per_tensor_quantization)
 from refmnn.backends.numba.kernels._common import JIT, flat, numel
-from refmnn.dtypes import DType
-
-DTYPES = frozenset({DType.float32, *QUANT_CODES})  # of every input and output
 
 
 @njit(**JIT)
@@ -91,9 +88,9 @@ KERNELS = (
     KernelDef("QuantizeLinear", (Scheme("flat", lambda b, s: Quantize(),
                                         applies=per_tensor_quantization, cost=_cost,
                                         doc="one rounding loop"),),
-              since=10, dtypes=DTYPES),
+              since=10, dtypes=QUANT_DTYPES),
     KernelDef("DequantizeLinear", (Scheme("flat", lambda b, s: Dequantize(),
                                           applies=per_tensor_quantization, cost=_cost,
                                           doc="one loop in float64"),),
-              since=10, dtypes=DTYPES),
+              since=10, dtypes=QUANT_DTYPES),
 )

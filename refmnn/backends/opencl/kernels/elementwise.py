@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from refmnn.backends.base import QUANT_CODES, KernelDef, NodeSpec, Scheme, per_tensor_quantization
+from refmnn.backends.base import QUANT_DTYPES, KernelDef, NodeSpec, Scheme, per_tensor_quantization
 from refmnn.backends.opencl.kernels._common import (
     FLOATS,
     CLKernel,
@@ -223,6 +223,6 @@ KERNELS = (
     *(KernelDef(op, (Scheme("per_tensor", lambda b, s: Quantization(b, s),
                             applies=_quantization_ok, cost=_n,
                             doc="one work-item per element, constant scale and zero point"),),
-                since=10, dtypes=frozenset({DType.float32, *QUANT_CODES}))
+                since=10, dtypes=QUANT_DTYPES)
       for op in ("QuantizeLinear", "DequantizeLinear")),
 )
