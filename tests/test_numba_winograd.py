@@ -125,8 +125,9 @@ def test_winograd_does_not_apply_to_weights_with_an_infinity():
     """U = G g G^T mixes a filter's nine taps, so one infinite weight would make NaN of every
     output of its channel: the Winograd schemes decline such weights (direct and im2col_gemm
     take them) and the node still matches the reference. (Without padding; with it, the
-    schemes that skip the padding taps decline such weights too: see test_numba_backend.py's
-    test_infinite_and_nan_weights_where_windows_overlap_the_padding.)"""
+    schemes that skip the padding taps decline such weights too: see
+    test_numba_conv_specials.py's test_infinite_and_nan_weights_where_windows_overlap_the_padding.)
+    """
     from refmnn.backends.numba.kernels.conv_winograd import winograd_applies
 
     model = conv_model((1, 4, 8, 8), (2, 4, 3, 3))
