@@ -145,7 +145,7 @@ SIMD_FACTOR = 0.85  # their products' multiply-adds, priced against the sgemms' 
 WG = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], dtype=np.float64)
 
 
-@njit(inline="always", **JIT)
+@njit(**JIT)  # once per channel: see _common (Inlining)
 def zero_padding(v, start, stop):
     """Zero columns ``start .. stop - 1`` of every slab of ``v``: a channel's padding columns,
     which the products multiply (their results are never read) and which must not hold NaNs."""
@@ -171,7 +171,7 @@ def load_tile_rows(rows, src, top, h, lo, hi, pl):
                 dst[k] = 0
 
 
-@njit(inline="always", **JIT)
+@njit(**JIT)  # once per channel: see _common (Inlining)
 def store_tile_rows(y, plane, z, has_z, n, oc, tiles_w, act, alpha, lo, hi):
     """The output transforms' last step: ``y [m, m * tiles]`` holds row ``r`` of every m x m
     output tile, each tile's ``m`` values side by side, so row ``oh`` of the output plane is

@@ -183,6 +183,15 @@ def packed_tile(w, wo, x, xo, xp, y, yo, yp, width, k, b, bo, has_b, act, lo, hi
         tile4x8(w, wo, 1, ROWS, x, xo, xp, y, yo, yp, 0, k, b, bo, has_b, act, lo, hi)
 
 
+@njit(**JIT)  # called, not inlined: see _common (Inlining)
+def _block_row(wf, wo, xf, xo, yf, o, n, k, j0, j1):
+    """One block of four rows of a product (:func:`packed_batched_product`), columns ``j0 ..
+    j1 - 1``: 24-wide tiles, then one 8 or 16 wide, from one call site of the tiles."""
+    for j in range(j0, j1, PIXELS):
+        packed_tile(wf, wo, xf, xo + j, n, yf, o + j, n, min(PIXELS, j1 - j), k, _NO_BIAS, 0,
+                    False, NONE, _ZERO, _ZERO)
+
+
 @njit(**PJIT)
 def packed_batched_product(wp, x, y, n):
     """``y[b] = w[b] @ x[b]`` for every ``b``, the weights packed four rows at a time: ``wp [B,
@@ -205,17 +214,9 @@ def packed_batched_product(wp, x, y, n):
         g = task // cols % groups
         j0 = task % cols * BLOCK
         j1 = min(n, j0 + BLOCK)
-        xo, yo = b * xs, b * ys
         for r in range(g * per, min(blocks, (g + 1) * per)):
-            wo, o = (b * blocks + r) * k * ROWS, yo + r * ROWS * n
-            j = j0
-            while j + PIXELS <= j1:  # 24-wide tiles (a constant width: no branch per tile)
-                packed_tile(wf, wo, xf, xo + j, n, yf, o + j, n, PIXELS, k, _NO_BIAS, 0, False,
-                            NONE, _ZERO, _ZERO)
-                j += PIXELS
-            if j < j1:  # then one 8 or 16 wide
-                packed_tile(wf, wo, xf, xo + j, n, yf, o + j, n, j1 - j, k, _NO_BIAS, 0, False,
-                            NONE, _ZERO, _ZERO)
+            _block_row(wf, (b * blocks + r) * k * ROWS, xf, b * xs, yf, b * ys + r * ROWS * n,
+                       n, k, j0, j1)
 
 
 def pack_rows(w: np.ndarray, out: np.ndarray) -> None:

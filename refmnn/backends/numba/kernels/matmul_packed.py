@@ -173,7 +173,7 @@ def _edge_tile(af, k, i0, rows, bf, so, yf, n, j0, width, buf):
             yf[(i0 + r) * n + j0 + t] = buf[spare + r * STRIP + t]
 
 
-@njit(inline="always", **JIT)
+@njit(**JIT)  # called, not inlined: see _common (Inlining)
 def _strip(af, bf, y, yf, z, zf, bias, k, n, r_all, s, b0, b1, buf, has_b, has_z, act, alpha,
            lo, hi):
     """Strip ``s`` of B over the blocks of rows ``b0 .. b1 - 1``, each tile with its epilogue:
