@@ -43,8 +43,10 @@ PJIT = {**JIT, "parallel": True}
 # or block of rows is a plain njit function that the parallel loop calls, its own helpers
 # inlined once, into it (gemm_1x1_simd's ``_tiles``, matmul_packed's ``_strip``,
 # packed_batched_product's ``_block_row``, Winograd's ``zero_padding`` and
-# ``store_tile_rows``): 195 -> 149 s for the zoo (resnet18 56 -> 45 s, squeezenet1_1 72 -> 53,
-# vit_tiny 46 -> 30), run times the same within the noise. A plain call costs tens of ns.
+# ``store_tile_rows``): 195 -> 134 s for the zoo (resnet18 56 -> 46 s, squeezenet1_1 72 -> 39,
+# vit_tiny 46 -> 29), run times the same within the noise. A plain call costs tens of ns. A
+# literal argument (``0``, ``True``) is a type of its own: a call site that passes one compiles
+# the callee again (epilogue_rows has six variants).
 
 
 def renamed(fn: Callable[..., Any], suffix: str, **overrides: Any) -> Callable[..., Any]:
