@@ -38,15 +38,16 @@ PJIT = {**JIT, "parallel": True}
 # passes -- the parallel loops' above all -- then work on the whole: the tile functions of the
 # SIMD products were inlined six times into gemm_1x1_simd and twice into matmul_packed and
 # packed_batched_product, 62, 35 and 11 s of the 195 s a fresh cache took to compile what the
-# zoo runs. So helpers called per vector, per tile or per row (where a call would cost a
+# zoo runs. Helpers called per vector, per tile or per row (where a call would cost a
 # noticeable share of their work) are ``inline="always"``; work called once per channel, strip
 # or block of rows is a plain njit function that the parallel loop calls, its own helpers
-# inlined once, into it (gemm_1x1_simd's ``_tiles``, matmul_packed's ``_strip``,
-# packed_batched_product's ``_block_row``, Winograd's ``zero_padding`` and
-# ``store_tile_rows``): 195 -> 134 s for the zoo (resnet18 56 -> 46 s, squeezenet1_1 72 -> 39,
-# vit_tiny 46 -> 29), run times the same within the noise. A plain call costs tens of ns. A
-# literal argument (``0``, ``True``) is a type of its own: a call site that passes one compiles
-# the callee again (epilogue_rows has six variants).
+# inlined into it once (matmul_packed's ``_strip``, packed_batched_product's ``_block_row``,
+# Winograd's ``zero_padding`` and ``store_tile_rows``): 195 -> 165 s for the zoo (resnet18 56 ->
+# 45 s, vit_tiny 46 -> 28), run times the same within the noise. gemm_1x1_simd keeps its tiles
+# inlined at both call sites (63 s): one plain call per stretch of strips and blocks ran a
+# small convolution 8-20 % slower (96 -> 24 channels at 56 x 56: 92 -> 99-113 us; why, not
+# found). A literal argument (``0``, ``True``) is a type of its own: a call site that passes
+# one compiles the callee again (epilogue_rows has six variants).
 
 
 def renamed(fn: Callable[..., Any], suffix: str, **overrides: Any) -> Callable[..., Any]:

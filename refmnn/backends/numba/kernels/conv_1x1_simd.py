@@ -333,19 +333,6 @@ def _tile(wp, k, r, xs, xo, width, n, y, yf, p, m, j0, spare, bias, z, zf, has_b
                       j0 + n)
 
 
-@njit(**JIT)  # called, not inlined: see _common (Inlining)
-def _tiles(wp, k, r0, r1, a, b, xs, first, full, tail, y, yf, p, m, spare, bias, z, zf, has_b,
-           has_z, act, alpha, lo, hi, finish):
-    """Blocks of channels ``r0 .. r1 - 1`` over strips ``a .. b - 1``, each block's rows left to
-    right (:func:`_tile`); ``xs`` holds the packed strips from strip ``first`` on. Both of
-    :func:`gemm_1x1_simd`'s orders call it, so the tiles are inlined here once."""
-    for r in range(r0, r1):
-        for s in range(a, b):
-            width, n = _strip(s, full, tail, p)
-            _tile(wp, k, r, xs, (s - first) * k * PIXELS, width, n, y, yf, p, m, s * PIXELS,
-                  spare, bias, z, zf, has_b, has_z, act, alpha, lo, hi, finish)
-
-
 @njit(**PJIT)
 def gemm_1x1_simd(wp, m, x, y, bias, z, has_b, has_z, b_cols, act, alpha, lo, hi, by_rows,
                   groups, run, sub, scratch, plane):
@@ -373,11 +360,12 @@ def gemm_1x1_simd(wp, m, x, y, bias, z, has_b, has_z, b_cols, act, alpha, lo, hi
             spare = scratch[part]
             r0, r1 = part * blocks // parts, (part + 1) * blocks // parts  # its blocks
             for a in range(0, count, run):  # run strips of the packed plane at a time (L2)
-                # the plane from strip a on, so that both orders call _tiles with the same
-                # types (a literal 0 here compiled it a second time: 17 s)
-                _tiles(wp, k, r0, r1, a, min(count, a + run), plane[a * k * PIXELS:], a, full,
-                       tail, y, yf, p, m, spare, bias, z, zf, has_b, has_z, act, alpha, lo, hi,
-                       finish)
+                for r in range(r0, r1):
+                    for s in range(a, min(count, a + run)):
+                        width, n = _strip(s, full, tail, p)
+                        _tile(wp, k, r, plane, s * k * PIXELS, width, n, y, yf, p, m,
+                              s * PIXELS, spare, bias, z, zf, has_b, has_z, act, alpha, lo, hi,
+                              finish)
             if epi and r0 < r1:
                 epilogue_rows(y, bias, z, has_b, has_z, b_cols, act, alpha, lo, hi, r0 * ROWS,
                               min(m, r1 * ROWS), 0, p)
@@ -397,8 +385,12 @@ def gemm_1x1_simd(wp, m, x, y, bias, z, has_b, has_z, b_cols, act, alpha, lo, hi
                 if a != held:  # the run's other groups reuse what the first one packed
                     pack_strips(xf, p, k, a, b, full, tail, buf)
                     held = a
-                _tiles(wp, k, r0, r1, a, b, buf, a, full, tail, y, yf, p, m, spare, bias, z, zf,
-                       has_b, has_z, act, alpha, lo, hi, finish)
+                for r in range(r0, r1):
+                    for s in range(a, b):  # a block's rows written left to right
+                        width, n = _strip(s, full, tail, p)
+                        _tile(wp, k, r, buf, (s - a) * k * PIXELS, width, n, y, yf, p, m,
+                              s * PIXELS, spare, bias, z, zf, has_b, has_z, act, alpha, lo, hi,
+                              finish)
             if epi and r0 < r1:
                 epilogue_rows(y, bias, z, has_b, has_z, b_cols, act, alpha, lo, hi,
                               r0 * ROWS, min(m, r1 * ROWS), first * PIXELS,
