@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +11,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from refmnn.benchmark import cli, engines, report
+from refmnn.benchmark import cli, engines, placement, report
 from refmnn.benchmark.models import onnx_flops
 from refmnn.benchmark.runner import _spread, compare
 
@@ -80,6 +81,18 @@ def test_cli_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         assert r["gemm_ceiling_gflops"] == top
         assert r["fraction_of_gemm_ceiling"] is None  # the tiny model has no counted FLOPs
     assert "numpy float32 GEMM 1024^3" in markdown and "% GEMM" in markdown
+    # the core probe: one round trip per timed run (its block's), grouped in the report
+    probe = machine["core_probe"]
+    assert "## Core placement" in markdown
+    if placement.unavailable():
+        assert probe == {"unavailable": placement.unavailable()}
+        return
+    assert len(probe["cpus"]) == 2 and probe["near_runs"] + probe["split_runs"] == 4
+    assert 0 < probe["fastest_ns"] <= probe["slowest_ns"]
+    for r in records[:2]:
+        assert len(r["core_round_trips_ns"]) == len(r["times_ms"]) == 2
+        assert all(rt > 0 for rt in r["core_round_trips_ns"])
+        assert sum(side["runs"] for side in r["placement"].values()) == 2
 
 
 def test_gemm_fraction_uses_the_better_sample_per_thread_count() -> None:
@@ -90,6 +103,53 @@ def test_gemm_fraction_uses_the_better_sample_per_thread_count() -> None:
     report.add_gemm_fractions(records, samples)
     assert [r["gemm_ceiling_gflops"] for r in records] == [100.0, 150.0, 150.0, None]
     assert [r["fraction_of_gemm_ceiling"] for r in records] == [0.5, 0.5, None, None]
+
+
+def test_placement_groups_each_run_by_its_block_s_probe() -> None:
+    # the fastest probe is 100 ns, so the line is at SPLIT_FACTOR * 100 ns
+    line = placement.SPLIT_FACTOR * 100
+    records = [
+        {"times_ms": [10.0, 11.0, 20.0, 21.0, 22.0], "model": "m", "engine": "a", "threads": 2,
+         "median_ms": 20.0, "core_round_trips_ns": [100.0, line, line + 1, 400.0, 400.0]},
+        {"times_ms": [5.0, 6.0], "model": "m", "engine": "b", "threads": 2, "median_ms": 5.5,
+         "core_round_trips_ns": [120.0, None]},  # a failed probe: the run is in neither group
+    ]
+    summary = report.add_placement(records)
+    assert summary == {"fastest_ns": 100.0, "slowest_ns": 400.0, "threshold_ns": line,
+                       "near_runs": 3, "split_runs": 3}
+    assert records[0]["placement"] == {"near": {"median_ms": 10.5, "runs": 2},
+                                       "split": {"median_ms": 21.0, "runs": 3}}
+    assert records[1]["placement"] == {"near": {"median_ms": 5.0, "runs": 1},
+                                       "split": {"median_ms": None, "runs": 0}}
+    lines = report.placement_lines(records, summary)
+    assert "| m | a | 2 | 20.00 | 10.50 (2) | 21.00 (3) |" in lines
+    assert "| m | b | 2 | 5.50 | 5.00 (1) | - (0) |" in lines
+    # nothing probed: no groups, and the report says why
+    bare = [{"times_ms": [1.0], "core_round_trips_ns": [None]}]
+    assert report.add_placement(bare) is None
+    assert report.placement_lines(bare, {"unavailable": "fewer than two usable CPUs"}) == [
+        "## Core placement", "", "Not probed: fewer than two usable CPUs.", ""]
+
+
+def test_core_probe_times_round_trips_and_fails_cleanly() -> None:
+    reason = placement.unavailable()
+    if reason:
+        pytest.skip(f"no core probe here: {reason}")
+    with placement.CoreProbe.start() as probe:
+        assert probe.cpus[0] != probe.cpus[1]
+        assert set(probe.cpus) <= os.sched_getaffinity(0)
+        trips = [probe.measure() for _ in range(3)]
+        # a cache line between two cores and a Python loop: tens of ns to tens of us
+        assert all(trip is not None and 10 < trip < 1e5 for trip in trips), trips
+        helpers = list(probe._helpers)
+    assert not any(h.is_alive() for h in helpers) and probe.measure() is None
+    # a helper that dies: the next probe reports it, within the timeout, and closes
+    with placement.CoreProbe.start() as probe:
+        assert probe.measure() is not None
+        probe._helpers[1].kill()
+        probe._helpers[1].join()
+        assert probe.measure() is None
+        assert probe.error and not probe._helpers
 
 
 def test_compare_and_spread() -> None:

@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from refmnn.benchmark import engines as engines_mod
+from refmnn.benchmark import placement
+from refmnn.benchmark.placement import CoreProbe
 from refmnn.benchmark.runner import PROCESSES, ModelBench, Options, steps_per_job
 
 DESCRIPTION = "Benchmark refmnn backends next to onnxruntime, MNN, onnx.reference and PyTorch."
@@ -83,6 +85,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--cache-dir", type=Path, default=None,
                         help="zoo exports and MNN conversions (default: ~/.cache/refmnn)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--no-core-probe", action="store_true",
+                        help="do not time a round trip between two CPUs before each block "
+                             "(which tells runs taken with the CPUs near from split ones)")
     return parser
 
 
@@ -167,9 +172,10 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     records: list[dict[str, Any]] = []
     jsonl = out / "results.jsonl"
     jsonl.unlink(missing_ok=True)
+    probe, info["core_probe"] = _core_probe(not args.no_core_probe)
     try:
         for spec in specs:
-            jobs = ModelBench(spec, engine_names, options, progress, grow).run()
+            jobs = ModelBench(spec, engine_names, options, progress, grow, probe).run()
             new = [report.make_record(spec, job, options, info) for job in jobs]
             records.extend(new)
             with open(jsonl, "a") as f:  # partial results survive an interrupted run
@@ -179,6 +185,9 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         bar.close()
         print(f"refmnn bench: interrupted; {len(records)} records in {jsonl}", file=sys.stderr)
         return 130
+    finally:
+        if probe is not None:
+            probe.close()
     bar.close()
 
     info["load_average_end"] = machine.load_average()
@@ -187,6 +196,9 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
                             "after": ceilings[1]}
     report.add_ratios(records)
     report.add_gemm_fractions(records, ceilings)
+    if probe is not None:
+        summary = report.add_placement(records)
+        info["core_probe"].update(summary or {"error": probe.error or "no run was probed"})
     report.write_jsonl(records, jsonl)
     (out / "machine.json").write_text(json.dumps(info, indent=2) + "\n")
     png = chart.write_chart(records, out / "latency_vs_onnxruntime.png",
@@ -204,10 +216,27 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     print(report.text_table(records))
     for note in report.notes(records):
         print(f"  * {note}")
+    placement = report.placement_lines(records, info["core_probe"])
+    if placement:
+        print("\n" + "\n".join(placement[2:]).rstrip())
     written = ["results.jsonl", "results.md", "machine.json"] + ([png.name] if png else [])
     print(f"\nwritten to {out}: {', '.join(written)}"
           + ("" if png else " (no chart: matplotlib is not installed)"))
     return 0 if any(r["median_ms"] for r in records) else 1
+
+
+def _core_probe(wanted: bool) -> tuple[CoreProbe | None, dict[str, Any]]:
+    """The run's core probe (None when not wanted or not possible) and machine.json's entry."""
+    if not wanted:
+        return None, {"unavailable": "--no-core-probe"}
+    reason = placement.unavailable()
+    if reason:
+        return None, {"unavailable": reason}
+    try:
+        probe = CoreProbe.start()
+    except (OSError, RuntimeError) as exc:
+        return None, {"unavailable": f"{type(exc).__name__}: {exc}"}
+    return probe, {"cpus": list(probe.cpus)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import statistics
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from refmnn.benchmark.engines import ModelSpec
+from refmnn.benchmark.placement import SPLIT_FACTOR, split_threshold
 from refmnn.benchmark.runner import FALLBACK_BASELINE, Job, Options, summarize
 
 RECORD_FIELDS = (
@@ -57,6 +59,9 @@ def make_record(spec: ModelSpec, job: Job, options: Options, machine: dict[str, 
         "mean_ms": stats.get("mean_ms"),
         "stdev_ms": stats.get("stdev_ms"),
         "times_ms": [round(t, 4) for t in job.times],
+        "core_round_trips_ns": [None if rt is None else round(rt, 1)
+                                for rt in job.core_round_trips],
+        "placement": None,
         "repeat": len(job.times),
         "warmup": job.warmup,
         "processes": len(job.process_times) or None,
@@ -111,6 +116,61 @@ def add_gemm_fractions(records: list[dict[str, Any]], samples: Sequence[dict[str
         r["gemm_ceiling_gflops"] = top
         r["fraction_of_gemm_ceiling"] = r["gflops_per_s"] / top \
             if top and r["gflops_per_s"] else None
+
+
+def add_placement(records: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Group each record's runs by the core probe taken before their block: ``near`` (a round
+    trip within :data:`~refmnn.benchmark.placement.SPLIT_FACTOR` of the run's fastest) or
+    ``split``, and fill ``placement`` = {near/split: {median_ms, runs}}. Returns the run's
+    summary (fastest and slowest round trip, the threshold, the runs on each side), or None
+    when no run was probed."""
+    probed = [rt for r in records for rt in r.get("core_round_trips_ns") or () if rt]
+    threshold = split_threshold(probed)
+    if threshold is None:
+        return None
+    counts = {"near": 0, "split": 0}
+    for r in records:
+        groups: dict[str, list[float]] = {"near": [], "split": []}
+        for t, rt in zip(r["times_ms"], r.get("core_round_trips_ns") or (), strict=False):
+            if rt:
+                groups["split" if rt > threshold else "near"].append(t)
+        r["placement"] = {side: {"median_ms": statistics.median(ts) if ts else None,
+                                 "runs": len(ts)} for side, ts in groups.items()}
+        for side, ts in groups.items():
+            counts[side] += len(ts)
+    return {"fastest_ns": min(probed), "slowest_ns": max(probed), "threshold_ns": threshold,
+            "near_runs": counts["near"], "split_runs": counts["split"]}
+
+
+def placement_lines(records: Sequence[dict[str, Any]], summary: dict[str, Any] | None
+                    ) -> list[str]:
+    """Markdown lines on the core placement: the probe's figures, and each record's medians
+    near and split when both occurred in this run."""
+    if summary is None:
+        return []
+    if "fastest_ns" not in summary:
+        why = summary.get("unavailable") or summary.get("error") or "no run was probed"
+        return ["## Core placement", "", f"Not probed: {why}.", ""]
+    lines = ["## Core placement", "",
+             f"A round trip between two CPUs (`refmnn.benchmark.placement`) was timed before "
+             f"each block: {summary['fastest_ns']:.0f} to {summary['slowest_ns']:.0f} ns; "
+             f"above {summary['threshold_ns']:.0f} ns (the fastest times "
+             f"{SPLIT_FACTOR:g}) a run counts as taken with the two CPUs split (e.g. on "
+             f"different L3 caches): {summary['split_runs']} runs split, "
+             f"{summary['near_runs']} near.", ""]
+    if not summary["split_runs"] or not summary["near_runs"]:
+        return lines
+    lines += ["| model | engine | thr | median ms | near: median ms (runs) | "
+              "split: median ms (runs) |", "|---|---|---:|---:|---:|---:|"]
+    for r in records:
+        place = r.get("placement")
+        if not place:
+            continue
+        near, split = (f"{_num(place[s]['median_ms'])} ({place[s]['runs']})"
+                       for s in ("near", "split"))
+        lines.append(f"| {r['model']} | {r['engine']} | {r['threads']} | "
+                     f"{_num(r['median_ms'])} | {near} | {split} |")
+    return lines + [""]
 
 
 # -- tables -------------------------------------------------------------------------------
@@ -263,6 +323,7 @@ def markdown_report(records: Sequence[dict[str, Any]], machine: dict[str, Any],
         "",
     ]
     lines += process_table(records)
+    lines += placement_lines(records, machine.get("core_probe"))
     extra = notes(records)
     if extra:
         lines += ["## Notes", ""] + [f"- {n}" for n in extra] + [""]

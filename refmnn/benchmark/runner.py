@@ -19,7 +19,10 @@ For each model:
 4. Timed rounds: in every round each (engine, threads) runs a block of up to ``BLOCK`` runs on
    one of its workers, in a fixed order (A B C A B C ...), so drift on a shared machine hits
    all engines alike; its blocks go to its workers in turn, and its median is over the runs
-   of all of them (``PROCESSES`` says why).
+   of all of them (``PROCESSES`` says why). Before each block, after a settling pause, the
+   core probe (when the machine allows one) times a round trip between two CPUs, so that each
+   run is known to have been taken with the vCPUs near or split
+   (:mod:`refmnn.benchmark.placement`).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import numpy as np
 from refmnn.benchmark import engines as engines_mod
 from refmnn.benchmark.engines import ModelSpec
 from refmnn.benchmark.models import make_feeds
+from refmnn.benchmark.placement import CoreProbe
 from refmnn.benchmark.worker import WorkerError, WorkerHandle
 
 BASELINE_ENGINE = "refmnn-reference"
@@ -108,6 +112,9 @@ class Job:
     times: list[float] = field(default_factory=list)
     process_times: list[list[float]] = field(default_factory=list)
     """The timed runs of each worker (``times`` holds them all, in the order they ran)."""
+    core_round_trips: list[float | None] = field(default_factory=list)
+    """Per timed run (as ``times``): the core probe's round trip (ns) before its block, None
+    without a probe (:mod:`refmnn.benchmark.placement`)."""
     accuracy: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -155,8 +162,10 @@ class ModelBench:
 
     def __init__(self, spec: ModelSpec, engine_names: Sequence[str], options: Options,
                  progress: Callable[[int, str], None] | None = None,
-                 grow_total: Callable[[int], None] | None = None) -> None:
+                 grow_total: Callable[[int], None] | None = None,
+                 probe: CoreProbe | None = None) -> None:
         self.spec = spec
+        self.probe = probe
         self.options = options
         self.progress = progress or (lambda n, what: None)
         self.grow_total = grow_total or (lambda n: None)
@@ -364,6 +373,7 @@ class ModelBench:
                 # Let the previous engine's worker threads stop spinning before timing this
                 # one, so engines do not steal cores from each other (2 threads on 2 cores).
                 time.sleep(SETTLE_SECONDS)
+                round_trip = self.probe.measure() if self.probe else None
                 worker = blocks[id(job)] % len(job.workers)
                 blocks[id(job)] += 1
                 try:
@@ -372,6 +382,7 @@ class ModelBench:
                     self.grow_total(-(job.repeat - len(job.times)))
                     continue
                 job.times.extend(block)
+                job.core_round_trips.extend([round_trip] * len(block))
                 job.process_times[worker].extend(block)
                 self.progress(len(block), f"{self.spec.name} round {index + 1}/{self.rounds}")
 
