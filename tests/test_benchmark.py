@@ -124,6 +124,8 @@ def test_placement_groups_each_run_by_its_block_s_probe() -> None:
     lines = report.placement_lines(records, summary)
     assert "| m | a | 2 | 20.00 | 10.50 (2) | 21.00 (3) |" in lines
     assert "| m | b | 2 | 5.50 | 5.00 (1) | - (0) |" in lines
+    failed = report.placement_lines(records, {**summary, "error": "TimeoutError: no answer"})
+    assert "failed part-way (TimeoutError: no answer)" in failed[2]
     # nothing probed: no groups, and the report says why
     bare = [{"times_ms": [1.0], "core_round_trips_ns": [None]}]
     assert report.add_placement(bare) is None

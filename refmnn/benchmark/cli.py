@@ -197,8 +197,9 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     report.add_ratios(records)
     report.add_gemm_fractions(records, ceilings)
     if probe is not None:
-        summary = report.add_placement(records)
-        info["core_probe"].update(summary or {"error": probe.error or "no run was probed"})
+        info["core_probe"].update(report.add_placement(records) or {})
+        if probe.error or "fastest_ns" not in info["core_probe"]:
+            info["core_probe"]["error"] = probe.error or "no run was probed"
     report.write_jsonl(records, jsonl)
     (out / "machine.json").write_text(json.dumps(info, indent=2) + "\n")
     png = chart.write_chart(records, out / "latency_vs_onnxruntime.png",
@@ -216,9 +217,9 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     print(report.text_table(records))
     for note in report.notes(records):
         print(f"  * {note}")
-    placement = report.placement_lines(records, info["core_probe"])
-    if placement:
-        print("\n" + "\n".join(placement[2:]).rstrip())
+    placement_text = report.placement_lines(records, info["core_probe"])
+    if placement_text:
+        print("\n" + "\n".join(placement_text[2:]).rstrip())
     written = ["results.jsonl", "results.md", "machine.json"] + ([png.name] if png else [])
     print(f"\nwritten to {out}: {', '.join(written)}"
           + ("" if png else " (no chart: matplotlib is not installed)"))

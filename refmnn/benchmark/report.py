@@ -157,7 +157,9 @@ def placement_lines(records: Sequence[dict[str, Any]], summary: dict[str, Any] |
              f"above {summary['threshold_ns']:.0f} ns (the fastest times "
              f"{SPLIT_FACTOR:g}) a run counts as taken with the two CPUs split (e.g. on "
              f"different L3 caches): {summary['split_runs']} runs split, "
-             f"{summary['near_runs']} near.", ""]
+             f"{summary['near_runs']} near." + (
+                 f" The probe failed part-way ({summary['error']}); the runs after that are "
+                 f"in neither group." if summary.get("error") else ""), ""]
     if not summary["split_runs"] or not summary["near_runs"]:
         return lines
     lines += ["| model | engine | thr | median ms | near: median ms (runs) | "
