@@ -2,16 +2,17 @@
 
 A virtual machine's vCPUs run where the hypervisor puts them, and it may move them while a
 benchmark runs. On the 2-vCPU AMD EPYC VM where the committed results are made, the two vCPUs
-are mostly on cores that share an L3 cache, and at times on cores of different L3 domains
+are sometimes on cores that share an L3 cache and sometimes on cores of different L3 domains
 (CCDs): a cache line then takes ~340 ns to go there and back instead of ~50 ns (a C ping-pong
-between threads pinned to the two CPUs, once a second; 5-8 % of the seconds were split in each
-of three stretches of 4-6 minutes). Vectorised two-threaded work slows down while they are
-split -- a GEMM's output half written by the other thread is read through the far cache, small
-GEMMs wait on cross-core synchronisation -- and interpreted Python hardly does. ViT-Tiny on
-refmnn's reference in one process, ms per run near / split: 32.3 / 45 in all; its weight
-GEMMs 14.0 / 18.5, attention GEMMs 3.7 / 6.9, Adds 3.5 / 4.9, but Erf (single-threaded, in
-L2-sized blocks) 8.1 / 8.4; numpy's 1024^3 GEMM 205 / 170 GFLOP/s. So a median that pools
-both placements depends on how long each lasted, and more for some engines than for others.
+between threads pinned to the two CPUs, once a second: split 5-8 % of the seconds in each of
+three stretches of 4-6 minutes; half an hour later, by the Python probe below, 90 % of five
+minutes). Vectorised two-threaded work slows down while they are split -- a GEMM's output half
+written by the other thread is read through the far cache, small GEMMs wait on cross-core
+synchronisation -- and interpreted Python hardly does. ViT-Tiny on refmnn's reference in one
+process, ms per run near / split: 32.3 / 45 in all; its weight GEMMs 14.0 / 18.5, attention
+GEMMs 3.7 / 6.9, Adds 3.5 / 4.9, but Erf (single-threaded, in L2-sized blocks) 8.1 / 8.4;
+numpy's 1024^3 GEMM 205 / 170 GFLOP/s. So a median that pools both placements depends on how
+long each lasted, and more for some engines than for others.
 
 :class:`CoreProbe` measures that round trip from Python: two helper processes, each pinned to
 one CPU, pass a byte back and forth through shared memory (``min`` over five batches of 500
