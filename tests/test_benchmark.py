@@ -141,8 +141,9 @@ def test_core_probe_times_round_trips_and_fails_cleanly() -> None:
         assert probe.cpus[0] != probe.cpus[1]
         assert set(probe.cpus) <= os.sched_getaffinity(0)
         trips = [probe.measure() for _ in range(3)]
-        # a cache line between two cores and a Python loop: tens of ns to tens of us
-        assert all(trip is not None and 10 < trip < 1e5 for trip in trips), trips
+        # a cache line between two cores and a Python loop: ~200 ns here; under a parallel
+        # test run a helper may wait for its CPU, hence the loose upper bound
+        assert all(trip is not None and 10 < trip < 1e7 for trip in trips), trips
         helpers = list(probe._helpers)
     assert not any(h.is_alive() for h in helpers) and probe.measure() is None
     # a helper that dies: the next probe reports it, within the timeout, and closes
