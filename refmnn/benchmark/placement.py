@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import sys
 import time
 from multiprocessing import shared_memory
@@ -56,17 +57,28 @@ def unavailable() -> str | None:
     return None
 
 
-def _pin(cpu: int) -> None:
+def _helper_setup(cpu: int) -> None:
+    """Pin the helper to ``cpu``, and leave Ctrl-C to the parent, which stops the helpers."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.sched_setaffinity(0, {cpu})
 
 
+def _request(conn: Any) -> bool:
+    """The parent's next request: True to probe, False (or a closed pipe) to end."""
+    try:
+        return bool(conn.recv())
+    except (EOFError, OSError):
+        return False
+
+
 def _answer(name: str, cpu: int, conn: Any) -> None:
-    """Helper process: on each request, answer pings until told to stop, then say so."""
-    _pin(cpu)
+    """Helper process: on each request, answer pings until told to stop, then say so; ends
+    when told to or when the parent's end of the pipe closes."""
+    _helper_setup(cpu)
     memory = shared_memory.SharedMemory(name=name)
     flag = memory.buf
     try:
-        while conn.recv():
+        while _request(conn):
             while True:
                 state = flag[0]
                 if state == _GO:
@@ -74,6 +86,8 @@ def _answer(name: str, cpu: int, conn: Any) -> None:
                 elif state == _STOP:
                     break
             conn.send(True)
+    except OSError:  # the parent is gone
+        pass
     finally:
         del flag
         memory.close()
@@ -81,13 +95,13 @@ def _answer(name: str, cpu: int, conn: Any) -> None:
 
 def _ask(name: str, cpu: int, conn: Any) -> None:
     """Helper process: on each request, time the round trips; reply with the fastest batch's
-    mean (ns per round trip) and stop the answering side."""
-    _pin(cpu)
+    mean (ns per round trip) and stop the answering side; ends as :func:`_answer` does."""
+    _helper_setup(cpu)
     memory = shared_memory.SharedMemory(name=name)
     flag = memory.buf
     clock = time.perf_counter_ns
     try:
-        while conn.recv():
+        while _request(conn):
             best = float("inf")
             for _ in range(BATCHES):
                 start = clock()
@@ -98,6 +112,8 @@ def _ask(name: str, cpu: int, conn: Any) -> None:
                 best = min(best, (clock() - start) / ROUND_TRIPS)
             flag[0] = _STOP
             conn.send(best)
+    except OSError:  # the parent is gone
+        pass
     finally:
         del flag
         memory.close()
