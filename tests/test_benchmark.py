@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -146,6 +147,18 @@ def test_core_probe_times_round_trips_and_fails_cleanly() -> None:
         assert all(trip is not None and 10 < trip < 1e7 for trip in trips), trips
         helpers = list(probe._helpers)
     assert not any(h.is_alive() for h in helpers) and probe.measure() is None
+    # Ctrl-C is the parent's to handle; a parent that is gone (its pipes closed) ends them
+    with placement.CoreProbe.start() as probe:
+        assert probe.measure() is not None
+        for helper in probe._helpers:
+            os.kill(helper.pid, signal.SIGINT)
+        assert probe.measure() is not None
+        for conn in probe._conns:
+            conn.close()
+        for helper in probe._helpers:
+            helper.join(timeout=10)
+            assert helper.exitcode == 0
+        probe._conns = []
     # a helper that dies: the next probe reports it, within the timeout, and closes
     with placement.CoreProbe.start() as probe:
         assert probe.measure() is not None
