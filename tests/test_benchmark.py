@@ -125,8 +125,15 @@ def test_placement_groups_each_run_by_its_block_s_probe() -> None:
     lines = report.placement_lines(records, summary)
     assert "| m | a | 2 | 20.00 | 10.50 (2) | 21.00 (3) |" in lines
     assert "| m | b | 2 | 5.50 | 5.00 (1) | - (0) |" in lines
+    assert "3 runs split, 3 near." in lines[2]
     failed = report.placement_lines(records, {**summary, "error": "TimeoutError: no answer"})
     assert "failed part-way (TimeoutError: no answer)" in failed[2]
+    # one placement throughout: not called near, since the line is relative to the fastest
+    steady = [{"times_ms": [1.0, 2.0], "core_round_trips_ns": [340.0, 350.0]}]
+    summary = report.add_placement(steady)
+    assert summary is not None and summary["split_runs"] == 0
+    (text,) = report.placement_lines(steady, summary)[2:3]
+    assert "all 2 runs in one placement" in text and "near." not in text
     # nothing probed: no groups, and the report says why
     bare = [{"times_ms": [1.0], "core_round_trips_ns": [None]}]
     assert report.add_placement(bare) is None
