@@ -34,6 +34,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from multiprocessing import shared_memory
 from typing import Any
 
@@ -57,12 +58,6 @@ def unavailable() -> str | None:
     return None
 
 
-def _helper_setup(cpu: int) -> None:
-    """Pin the helper to ``cpu``, and leave Ctrl-C to the parent, which stops the helpers."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    os.sched_setaffinity(0, {cpu})
-
-
 def _request(conn: Any) -> bool:
     """The parent's next request: True to probe, False (or a closed pipe) to end."""
     try:
@@ -71,21 +66,17 @@ def _request(conn: Any) -> bool:
         return False
 
 
-def _answer(name: str, cpu: int, conn: Any) -> None:
-    """Helper process: on each request, answer pings until told to stop, then say so; ends
-    when told to or when the parent's end of the pipe closes."""
-    _helper_setup(cpu)
+def _helper(name: str, cpu: int, conn: Any, work: Callable[[memoryview], Any]) -> None:
+    """A helper process: pinned to ``cpu``, Ctrl-C left to the parent (which stops the
+    helpers), the shared byte attached; on each request, ``work(flag)``'s result is the reply.
+    Ends when told to or when the parent's end of the pipe closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.sched_setaffinity(0, {cpu})
     memory = shared_memory.SharedMemory(name=name)
     flag = memory.buf
     try:
         while _request(conn):
-            while True:
-                state = flag[0]
-                if state == _GO:
-                    flag[0] = 0
-                elif state == _STOP:
-                    break
-            conn.send(True)
+            conn.send(work(flag))
     except OSError:  # the parent is gone
         pass
     finally:
@@ -93,30 +84,30 @@ def _answer(name: str, cpu: int, conn: Any) -> None:
         memory.close()
 
 
-def _ask(name: str, cpu: int, conn: Any) -> None:
-    """Helper process: on each request, time the round trips; reply with the fastest batch's
-    mean (ns per round trip) and stop the answering side; ends as :func:`_answer` does."""
-    _helper_setup(cpu)
-    memory = shared_memory.SharedMemory(name=name)
-    flag = memory.buf
+def _answer(flag: memoryview) -> bool:
+    """The answering side's work: answer pings until told to stop."""
+    while True:
+        state = flag[0]
+        if state == _GO:
+            flag[0] = 0
+        elif state == _STOP:
+            return True
+
+
+def _ask(flag: memoryview) -> float:
+    """The asking side's work: time the round trips, stop the answering side, and return the
+    fastest batch's mean (ns per round trip)."""
     clock = time.perf_counter_ns
-    try:
-        while _request(conn):
-            best = float("inf")
-            for _ in range(BATCHES):
-                start = clock()
-                for _ in range(ROUND_TRIPS):
-                    flag[0] = _GO
-                    while flag[0]:
-                        pass
-                best = min(best, (clock() - start) / ROUND_TRIPS)
-            flag[0] = _STOP
-            conn.send(best)
-    except OSError:  # the parent is gone
-        pass
-    finally:
-        del flag
-        memory.close()
+    best = float("inf")
+    for _ in range(BATCHES):
+        start = clock()
+        for _ in range(ROUND_TRIPS):
+            flag[0] = _GO
+            while flag[0]:
+                pass
+        best = min(best, (clock() - start) / ROUND_TRIPS)
+    flag[0] = _STOP
+    return best
 
 
 class CoreProbe:
@@ -145,9 +136,9 @@ class CoreProbe:
         memory.buf[0] = 0
         context = multiprocessing.get_context("spawn")  # no fork of a threaded parent
         helpers, conns = [], []
-        for target, cpu in ((_ask, first), (_answer, second)):
+        for work, cpu in ((_ask, first), (_answer, second)):
             mine, theirs = context.Pipe()
-            process = context.Process(target=target, args=(memory.name, cpu, theirs),
+            process = context.Process(target=_helper, args=(memory.name, cpu, theirs, work),
                                       daemon=True, name=f"refmnn-core-probe-{cpu}")
             process.start()
             theirs.close()
